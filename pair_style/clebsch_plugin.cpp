@@ -1,0 +1,31 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Registers Clebsch's styles with LAMMPS when the plugin is loaded (`plugin load
+// libclebschplugin.so`). Only registration lives here.
+
+#include "lammpsplugin.h"
+#include "version.h"
+
+#include "clebsch_info_command.h"
+
+using namespace LAMMPS_NS;
+
+static Command *clebsch_info_creator(LAMMPS *lmp)
+{
+  return new ClebschInfo(lmp);
+}
+
+extern "C" void lammpsplugin_init(void *lmp, void *handle, void *regfunc)
+{
+  auto register_plugin = (lammpsplugin_regfunc) regfunc;
+  lammpsplugin_t plugin;
+
+  plugin.version = LAMMPS_VERSION;
+  plugin.style = "command";
+  plugin.name = "clebsch_info";
+  plugin.info = "Clebsch build information " CLEBSCH_VERSION;
+  plugin.author = "Clebsch developers";
+  plugin.creator.v1 = (lammpsplugin_factory1 *) &clebsch_info_creator;
+  plugin.handle = handle;
+  (*register_plugin)(&plugin, lmp);
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Clebsch: everything both README commands need first, on a fresh Debian 12 machine or a warm one:
+# Debian packages, the Python venvs, LAMMPS (built once from Debian's source package and cached,
+# unless LAMMPS_SOURCE_DIR and LAMMPS_ROOT point to yours), then Clebsch itself in ./build.
+# Caches live under $CLEBSCH_CACHE (default ~/.cache/clebsch), never in the work tree.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${CLEBSCH_CACHE:-$HOME/.cache/clebsch}
+build=${CLEBSCH_BUILD_DIR:-$root/build}
+mkdir -p "$cache"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "Debian packages"
+bash "$root/scripts/install-system-packages.sh"
+
+step "Python environments (e3nn, mace-torch, nequip)"
+bash "$root/scripts/setup-python.sh"
+
+if [ -z "${LAMMPS_SOURCE_DIR:-}" ] || [ -z "${LAMMPS_ROOT:-}" ]; then
+  step "LAMMPS (Debian source package, PLUGIN + MPI, cached)"
+  prefix=$(bash "$root/scripts/build-lammps.sh" | tail -n 1)
+  LAMMPS_SOURCE_DIR=$prefix/src/src
+  LAMMPS_ROOT=$prefix/install
+fi
+
+step "Clebsch"
+export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_BASEDIR=$root
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+      -DCLEBSCH_PYTHON="$cache/venv-e3nn/bin/python" \
+      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" >&2
+cmake --build "$build" -j "${CLEBSCH_JOBS:-$(nproc)}" >&2
