@@ -46,10 +46,13 @@ find_program(LAMMPS_EXECUTABLE NAMES lmp lmp_mpi HINTS ${LAMMPS_ROOT} PATH_SUFFI
 set(MPI_CXX_SKIP_MPICXX TRUE)
 find_package(MPI REQUIRED COMPONENTS CXX)
 
-add_library(Clebsch::lammps INTERFACE IMPORTED)
-target_include_directories(Clebsch::lammps INTERFACE ${LAMMPS_SOURCE_DIR})
-target_link_libraries(Clebsch::lammps INTERFACE ${LAMMPS_LIBRARY} MPI::MPI_CXX)
+# A plain (not IMPORTED) interface library, so LAMMPS's headers come as -I, not -isystem: the
+# plugin must see LAMMPS's "error.h" before the core library's (see pair_style/CMakeLists.txt).
+add_library(clebsch_lammps INTERFACE)
+add_library(Clebsch::lammps ALIAS clebsch_lammps)
+target_include_directories(clebsch_lammps INTERFACE ${LAMMPS_SOURCE_DIR})
+target_link_libraries(clebsch_lammps INTERFACE ${LAMMPS_LIBRARY} MPI::MPI_CXX)
 string(TOUPPER ${LAMMPS_SIZES} _sizes)
-target_compile_definitions(Clebsch::lammps INTERFACE LAMMPS_${_sizes})
+target_compile_definitions(clebsch_lammps INTERFACE LAMMPS_${_sizes})
 message(STATUS "Clebsch: LAMMPS headers ${LAMMPS_SOURCE_DIR}, library ${LAMMPS_LIBRARY}, "
                "executable ${LAMMPS_EXECUTABLE}")

@@ -38,7 +38,9 @@ done
 
 # The build key changes when the source or the options below change.
 options="-DBUILD_SHARED_LIBS=ON -DPKG_PLUGIN=ON -DBUILD_MPI=ON -DBUILD_OMP=ON -DLAMMPS_EXCEPTIONS=ON -DCMAKE_BUILD_TYPE=Release -DWITH_JPEG=OFF -DWITH_PNG=OFF -DWITH_FFMPEG=OFF -DWITH_GZIP=ON -DPKG_MOLECULE=ON -DPKG_EXTRA-COMPUTE=ON"
-key=$(printf '%s %s %s' "$version" "$options" "$(g++ -dumpfullversion)" | sha256sum | cut -c1-12)
+# recipe: bump when this script's build steps change in a way the options do not show.
+recipe=2
+key=$(printf '%s %s %s %s' "$recipe" "$version" "$options" "$(g++ -dumpfullversion)" | sha256sum | cut -c1-12)
 prefix="$cache/lammps-$version-$key"
 if [ -x "$prefix/install/bin/lmp" ] && [ -f "$prefix/src/src/lammpsplugin.h" ]; then
   echo "$prefix"; exit 0
@@ -60,7 +62,8 @@ export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_BASEDIR=$prefix
 echo "clebsch: building LAMMPS $version with $jobs jobs (about 6 minutes on 2 cores cold)" >&2
 # shellcheck disable=SC2086
 cmake -S "$prefix/src/cmake" -B "$prefix/build" -G Ninja $options "${launcher[@]}" \
-      -DCMAKE_INSTALL_PREFIX="$prefix/install" -DCMAKE_INSTALL_LIBDIR=lib >"$prefix/configure.log" 2>&1 ||
+      -DCMAKE_INSTALL_PREFIX="$prefix/install" -DCMAKE_INSTALL_LIBDIR=lib \
+      -DCMAKE_INSTALL_RPATH="$prefix/install/lib" >"$prefix/configure.log" 2>&1 ||
   { tail -40 "$prefix/configure.log" >&2; exit 1; }
 cmake --build "$prefix/build" -j "$jobs" >"$prefix/build.log" 2>&1 || { tail -40 "$prefix/build.log" >&2; exit 1; }
 cmake --install "$prefix/build" >/dev/null
