@@ -41,7 +41,9 @@ TEST(E3nnFullyConnectedNet, ForwardAndBackwardMatchInFloat64) {
     if (act_name != "none") {
       act = ScaledActivation::normalized(activation_from_name(act_name));
       // Null when no layer applies the activation (a single linear layer).
-      if (!c.at("cst").is_null()) EXPECT_DOUBLE_EQ(act.cst(), c.at("cst").get<double>());
+      if (!c.at("cst").is_null()) {
+        EXPECT_DOUBLE_EQ(act.cst(), c.at("cst").get<double>());
+      }
     }
     const FullyConnectedNet net(hs, act);
     const auto w = flat(c.at("weight")), x = flat(c.at("x")), gy = flat(c.at("grad_y"));

@@ -21,8 +21,8 @@ using test::max_rel_error;
 constexpr double kTolerance = 1e-12;  // float64, relative to the largest reference entry
 
 Linear make_linear(const nlohmann::json& c) {
-  const PathNormalization norm = c.at("path_normalization") == "path" ? PathNormalization::kPath
-                                                                       : PathNormalization::kElement;
+  const PathNormalization norm =
+      c.at("path_normalization") == "path" ? PathNormalization::kPath : PathNormalization::kElement;
   const Irreps in(c.at("irreps_in").get<std::string>()), out(c.at("irreps_out").get<std::string>());
   if (c.at("pairs").is_null()) return Linear(in, out, norm);
   std::vector<std::pair<int, int>> pairs;

@@ -17,6 +17,10 @@
 #include "reference_data.h"
 
 namespace clebsch {
+
+// Readable TEST_P parameter names in gtest output.
+void PrintTo(ActivationKind kind, std::ostream* os) { *os << activation_name(kind); }
+
 namespace {
 
 using test::max_rel_error;
@@ -227,8 +231,11 @@ TEST(FullyConnectedNet, RejectsTooFewOrEmptyLayers) {
   const auto silu = ScaledActivation::normalized(ActivationKind::kSilu);
   expect_error([&] { FullyConnectedNet({8}, silu); },
                "FullyConnectedNet [8]: needs at least two layer widths");
-  expect_error([&] { FullyConnectedNet({8, 0, 4}, silu); },
-               "FullyConnectedNet [8, 0, 4]: width 1 must be >= 1, got 0");
+  expect_error(
+      [&] {
+        FullyConnectedNet({8, 0, 4}, silu);
+      },
+      "FullyConnectedNet [8, 0, 4]: width 1 must be >= 1, got 0");
 }
 
 }  // namespace

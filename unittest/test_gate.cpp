@@ -34,7 +34,8 @@ std::vector<double> randn(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-std::vector<double> apply_rows(const std::vector<double>& A, int dim, const std::vector<double>& x) {
+std::vector<double> apply_rows(const std::vector<double>& A, int dim,
+                               const std::vector<double>& x) {
   std::vector<double> y(x.size(), 0.0);
   for (std::size_t r = 0; r < x.size() / dim; ++r)
     for (int i = 0; i < dim; ++i)
@@ -137,7 +138,8 @@ std::vector<Gate> test_gates() {
           Gate("2x0o+3x0e", {kTanh, kSilu}, "2x0e+3x0o", {kSilu, kTanh}, "3x1o+2x2e"),
           Gate("0x0e+5x0e+2x0o", {kSilu, kNone, kTanh}, "3x0e", {kNone}, "2x2e+1x1o"),
           Gate("4x0e", {kSilu}, "3x0e+2x0o", {kSilu, kTanh}, "2x1o+1x3e+2x2e"),
-          Gate("8x0e", {kSilu}, "", {}, ""), Gate("", {}, "4x0e", {kTanh}, "4x1o")};
+          Gate("8x0e", {kSilu}, "", {}, ""),
+          Gate("", {}, "4x0e", {kTanh}, "4x1o")};
 }
 
 TEST(Gate, BackwardMatchesCentralFiniteDifferences) {
@@ -210,8 +212,11 @@ TEST(Gate, FloatAgreesWithDouble) {
 }
 
 TEST(Gate, RejectsNonScalarScalarsOrGates) {
-  expect_error([] { Gate("4x0e+1x1o", {kSilu, kSilu}, "", {}, ""); },
-               "irreps_scalars must be scalars (l = 0), got 4x0e+1x1o");
+  expect_error(
+      [] {
+        Gate("4x0e+1x1o", {kSilu, kSilu}, "", {}, "");
+      },
+      "irreps_scalars must be scalars (l = 0), got 4x0e+1x1o");
   expect_error([] { Gate("", {}, "2x1e", {kSilu}, "2x1o"); },
                "irreps_gates must be scalars (l = 0), got 2x1e");
 }
@@ -229,8 +234,11 @@ TEST(Gate, RejectsWrongNumberOfActivations) {
 }
 
 TEST(Gate, RejectsActivationWithoutParityOnOddScalars) {
-  expect_error([] { Gate("4x0e+3x0o", {kSilu, kSilu}, "", {}, ""); },
-               "act_scalars[1] = silu is neither even nor odd, so it cannot act on 3x0o");
+  expect_error(
+      [] {
+        Gate("4x0e+3x0o", {kSilu, kSilu}, "", {}, "");
+      },
+      "act_scalars[1] = silu is neither even nor odd, so it cannot act on 3x0o");
   expect_error([] { Gate("", {}, "2x0o", {kSilu}, "2x1o"); },
                "act_gates[0] = silu is neither even nor odd");
 }

@@ -35,7 +35,8 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 // y = A x per row, with A a dense (dim x dim) row-major matrix.
-std::vector<double> apply_rows(const std::vector<double>& A, int dim, const std::vector<double>& x) {
+std::vector<double> apply_rows(const std::vector<double>& A, int dim,
+                               const std::vector<double>& x) {
   std::vector<double> y(x.size(), 0.0);
   for (std::size_t r = 0; r < x.size() / dim; ++r)
     for (int i = 0; i < dim; ++i)
@@ -169,12 +170,12 @@ TEST_P(LinearBackward, MatchesCentralFiniteDifferences) {
   EXPECT_LT(max_rel_error(gw, fd(w)), 1e-9);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, LinearBackward,
-    ::testing::Values(std::make_pair("4x0e+4x1o+4x1o", "3x0e+3x1o"),
-                      std::make_pair("5x0e+3x1o+2x2e+4x1o", "2x0e+4x1o+3x1e+2x2e+2x3o"),
-                      std::make_pair("0x0e+3x1o+2x0e", "2x1o+0x0e+1x0e"),
-                      std::make_pair("8x0e+8x1o+8x2e", "8x0e+8x1o+8x2e")));
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearBackward,
+                         ::testing::Values(std::make_pair("4x0e+4x1o+4x1o", "3x0e+3x1o"),
+                                           std::make_pair("5x0e+3x1o+2x2e+4x1o",
+                                                          "2x0e+4x1o+3x1e+2x2e+2x3o"),
+                                           std::make_pair("0x0e+3x1o+2x0e", "2x1o+0x0e+1x0e"),
+                                           std::make_pair("8x0e+8x1o+8x2e", "8x0e+8x1o+8x2e")));
 
 TEST(Linear, BackwardSkipsNullOutputsAndSumsWeightGradientsOverManyRows) {
   // Enough rows for every OpenMP thread to own several; the weight gradient must equal the
@@ -264,15 +265,24 @@ TEST(Linear, RejectsPathsBetweenDifferentIrreps) {
 
 TEST(Linear, RejectsIndicesOutOfRange) {
   expect_error([] { Linear("4x0e", "3x0e", {{1, 0}}); }, "(1, 0) is out of range");
-  expect_error([] { Linear("4x0e", "3x0e", std::vector<LinearPath>{{0, 2, 1.0}}); },
-               "i_out=2 is out of range");
-  expect_error([] { Linear("4x0e", "3x0e", std::vector<LinearPath>{{-1, 0, 1.0}}); },
-               "i_in=-1 is out of range");
+  expect_error(
+      [] {
+        Linear("4x0e", "3x0e", std::vector<LinearPath>{{0, 2, 1.0}});
+      },
+      "i_out=2 is out of range");
+  expect_error(
+      [] {
+        Linear("4x0e", "3x0e", std::vector<LinearPath>{{-1, 0, 1.0}});
+      },
+      "i_in=-1 is out of range");
 }
 
 TEST(Linear, RejectsNonFinitePathWeight) {
-  expect_error([] { Linear("4x0e", "3x0e", std::vector<LinearPath>{{0, 0, NAN}}); },
-               "path_weight must be finite, got nan");
+  expect_error(
+      [] {
+        Linear("4x0e", "3x0e", std::vector<LinearPath>{{0, 0, NAN}});
+      },
+      "path_weight must be finite, got nan");
 }
 
 }  // namespace
