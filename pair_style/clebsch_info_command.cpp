@@ -24,7 +24,7 @@ void ClebschInfo::command(int narg, char **arg)
     try {
       const clebsch::Irreps irreps(arg[0]);
       line += fmt::format("  irreps {}: dim {}, lmax {}\n", irreps.str(), irreps.dim(),
-                          irreps.empty() ? 0 : irreps.lmax());
+                          irreps.dim() == 0 ? 0 : irreps.lmax());
     } catch (std::exception &e) {
       error->all(FLERR, "clebsch_info: {}", e.what());
     }

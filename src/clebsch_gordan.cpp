@@ -9,7 +9,6 @@
 #include "clebsch_gordan.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -282,8 +281,8 @@ struct CacheSlot {
 }  // namespace
 
 const std::vector<double>& wigner_3j(int l1, int l2, int l3) {
-  const std::string name =
-      "wigner_3j(" + std::to_string(l1) + ", " + std::to_string(l2) + ", " + std::to_string(l3) + ")";
+  const std::string name = "wigner_3j(" + std::to_string(l1) + ", " + std::to_string(l2) + ", " +
+                           std::to_string(l3) + ")";
   for (int l : {l1, l2, l3}) {
     if (l < 0) throw Error(name + ": degree l=" + std::to_string(l) + " is negative");
     if (l > kMaxL)

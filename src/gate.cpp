@@ -63,9 +63,9 @@ Irreps elementwise_irreps_out(const Irreps& gated, const Irreps& gates) {
 
 Gate::Gate(Irreps irreps_scalars, std::vector<ScaledActivation> act_scalars, Irreps irreps_gates,
            std::vector<ScaledActivation> act_gates, Irreps irreps_gated) {
-  if (!irreps_gates.empty() && irreps_gates.lmax() > 0)
+  if (irreps_gates.dim() > 0 && irreps_gates.lmax() > 0)
     throw Error("Gate: irreps_gates must be scalars (l = 0), got " + irreps_gates.str());
-  if (!irreps_scalars.empty() && irreps_scalars.lmax() > 0)
+  if (irreps_scalars.dim() > 0 && irreps_scalars.lmax() > 0)
     throw Error("Gate: irreps_scalars must be scalars (l = 0), got " + irreps_scalars.str());
   if (irreps_gates.num_irreps() != irreps_gated.num_irreps())
     throw Error("Gate: irreps_gated " + show(irreps_gated) + " has " +

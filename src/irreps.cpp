@@ -123,9 +123,13 @@ int Irreps::num_irreps() const {
 }
 
 int Irreps::lmax() const {
-  if (items_.empty()) throw Error("lmax of an empty Irreps is undefined");
-  int l = 0;
-  for (const auto& mi : items_) l = std::max(l, mi.ir.l());
+  // As e3nn: only irreps with a non-zero multiplicity count.
+  int l = -1;
+  for (const auto& mi : items_)
+    if (mi.mul > 0) l = std::max(l, mi.ir.l());
+  if (l < 0)
+    throw Error("lmax of an Irreps without any non-zero multiplicity is undefined: \"" + str() +
+                "\"");
   return l;
 }
 

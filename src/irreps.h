@@ -74,7 +74,7 @@ class Irreps {
   int dim() const;
   /// Total number of irreps counted with multiplicity: sum of mul.
   int num_irreps() const;
-  /// Largest l present. @throws Error on an empty Irreps.
+  /// Largest l with a non-zero multiplicity (as e3nn). @throws Error when there is none.
   int lmax() const;
   /// Start of each block in the flat layout; size() + 1 entries, the last is dim().
   std::vector<int> offsets() const;

@@ -63,8 +63,7 @@ const std::vector<std::vector<RecursionTerm>>& recursion_terms() {
 }
 
 void check_lmax(int lmax) {
-  if (lmax < 0)
-    throw Error("spherical_harmonics: lmax must be >= 0, got " + std::to_string(lmax));
+  if (lmax < 0) throw Error("spherical_harmonics: lmax must be >= 0, got " + std::to_string(lmax));
   if (lmax > kMaxL)
     throw CapacityError("spherical_harmonics: lmax=" + std::to_string(lmax) +
                         " exceeds the supported maximum " + std::to_string(kMaxL));
@@ -139,7 +138,8 @@ void spherical_harmonics_with_gradient(int lmax, const T v[3], T* out, T* grad) 
 }
 
 template <typename T>
-void spherical_harmonics_batch(int lmax, std::size_t n, const T* v, T* out, T* grad) {
+void spherical_harmonics_batch(int lmax, std::size_t n, const T* v, T* out,
+                               std::common_type_t<T>* grad) {
   check_lmax(lmax);
   // Build the table before the parallel region and throw nothing inside it.
   const auto& terms = recursion_terms();

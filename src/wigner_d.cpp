@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "clebsch_gordan.h"
 #include "error.h"
@@ -52,8 +53,8 @@ double checked_determinant(const double R[3][3], const char* caller) {
       err = std::max(err, std::abs(s - (a == b ? 1.0 : 0.0)));
     }
   if (!(err <= 1e-6))
-    throw Error(std::string(caller) + ": R is not orthogonal, max |R^T R - I| = " +
-                std::to_string(err));
+    throw Error(std::string(caller) +
+                ": R is not orthogonal, max |R^T R - I| = " + std::to_string(err));
   return R[0][0] * (R[1][1] * R[2][2] - R[1][2] * R[2][1]) -
          R[0][1] * (R[1][0] * R[2][2] - R[1][2] * R[2][0]) +
          R[0][2] * (R[1][0] * R[2][1] - R[1][1] * R[2][0]);
@@ -109,8 +110,11 @@ std::vector<double> D_from_matrix(const Irreps& irreps, const double R[3][3]) {
   const bool improper = proper_part(R, Q, "D_from_matrix");
   const int dim = irreps.dim();
   std::vector<double> out(static_cast<std::size_t>(dim) * dim, 0.0);
-  if (irreps.empty()) return out;
-  const auto D = proper_wigner_d(irreps.lmax(), Q);
+  int lmax = -1;  // over the irreps actually present (zero multiplicities take no space)
+  for (const auto& mi : irreps)
+    if (mi.mul > 0) lmax = std::max(lmax, mi.ir.l());
+  if (lmax < 0) return out;
+  const auto D = proper_wigner_d(lmax, Q);
   int offset = 0;
   for (const auto& mi : irreps) {
     const int d = mi.ir.dim();
@@ -118,7 +122,8 @@ std::vector<double> D_from_matrix(const Irreps& irreps, const double R[3][3]) {
     for (int u = 0; u < mi.mul; ++u, offset += d)
       for (int a = 0; a < d; ++a)
         for (int b = 0; b < d; ++b)
-          out[static_cast<std::size_t>(offset + a) * dim + offset + b] = sign * D[mi.ir.l()][a * d + b];
+          out[static_cast<std::size_t>(offset + a) * dim + offset + b] =
+              sign * D[mi.ir.l()][a * d + b];
   }
   return out;
 }

@@ -1,6 +1,7 @@
 """Reference behaviour of e3nn's ``o3.Irreps`` for ``test_e3nn_irreps.cpp``.
 
-For each accepted string: the canonical text, dim, number of irreps, lmax, the start of each
+For each accepted string: the canonical text, dim, number of irreps, lmax (None where e3nn
+raises, i.e. when every multiplicity is zero), the start of each
 block, ``sort()`` (irreps, p, inv), ``simplify()``, ``regroup()`` and
 ``remove_zero_multiplicities()``. Strings that e3nn rejects are listed separately; Clebsch must
 reject them too. ``Irreps.spherical_harmonics`` is recorded for a few lmax and both parities.
@@ -52,6 +53,14 @@ REJECTED = [
 ]
 
 
+def _lmax(irreps):
+    """e3nn's lmax, which counts only irreps with a non-zero multiplicity (None: e3nn raises)."""
+    try:
+        return irreps.lmax
+    except ValueError:
+        return None
+
+
 def describe(irreps):
     """Everything the C++ side checks about one Irreps."""
     s = irreps.sort()
@@ -59,7 +68,7 @@ def describe(irreps):
         "str": str(irreps),
         "dim": irreps.dim,
         "num_irreps": irreps.num_irreps,
-        "lmax": irreps.lmax if len(irreps) > 0 else None,
+        "lmax": _lmax(irreps),
         "offsets": [sl.start for sl in irreps.slices()] + [irreps.dim],
         "items": [[mul, ir.l, ir.p] for mul, ir in irreps],
         "sorted": str(s.irreps),

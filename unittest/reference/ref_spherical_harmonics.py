@@ -23,7 +23,9 @@ SPECIAL = [
 
 
 def _sh(lmax, v):
-    return o3.spherical_harmonics(list(range(lmax + 1)), v, normalize=True, normalization="component")
+    """e3nn's Y_0..Y_lmax of the rows of ``v``, as the models call it."""
+    ls = list(range(lmax + 1))
+    return o3.spherical_harmonics(ls, v, normalize=True, normalization="component")
 
 
 def generate(rng):
@@ -35,8 +37,19 @@ def generate(rng):
     )
     per_lmax = []
     for lmax in range(LMAX + 1):
-        values = _sh(lmax, vectors)
-        # Jacobian of each row with respect to its own vector only: [n, (lmax+1)^2, 3].
-        jac = torch.stack([torch.autograd.functional.jacobian(lambda x: _sh(lmax, x), v) for v in vectors])
-        per_lmax.append({"lmax": lmax, "values": values, "gradients": jac})
+        v = vectors.clone().requires_grad_(True)
+        values = _sh(lmax, v)
+        # Row n depends only on vector n, so one backward pass per output index k gives
+        # dY[n, k] / dv[n, :] for every n at once: the Jacobian, [n, (lmax+1)^2, 3].
+        # (For lmax = 0 the output is a constant with no graph: its Jacobian is zero.)
+        jac = torch.stack(
+            [
+                torch.autograd.grad(values[:, k].sum(), v, retain_graph=True)[0]
+                if values.requires_grad
+                else torch.zeros_like(v)
+                for k in range(values.shape[1])
+            ],
+            dim=1,
+        )
+        per_lmax.append({"lmax": lmax, "values": values.detach(), "gradients": jac})
     return {"vectors": vectors, "per_lmax": per_lmax}

@@ -36,5 +36,6 @@ def generate(rng):
                 for p in (1, -1)
             ]
             sums = [{"irreps": text, "D": o3.Irreps(text).D_from_matrix(matrix)} for text in SUMS]
-            cases.append({"R": matrix, "det": float(torch.det(matrix)), "single": single, "sums": sums})
+            det = float(torch.det(matrix))
+            cases.append({"R": matrix, "det": det, "single": single, "sums": sums})
     return {"cases": cases}
