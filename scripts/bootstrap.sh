@@ -31,5 +31,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
       -DCLEBSCH_PYTHON="$cache/venv-e3nn/bin/python" \
+      -DCLEBSCH_PYTHON_MACE="$cache/venv-mace/bin/python" \
+      -DCLEBSCH_PYTHON_NEQUIP="$cache/venv-nequip/bin/python" \
       -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" >&2
 cmake --build "$build" -j "${CLEBSCH_JOBS:-$(nproc)}" >&2
