@@ -95,7 +95,7 @@ void convolution_forward(const TensorProduct& tp, const EdgeIndex& edges, const 
                          const T* W, T* out) {
   check_weights(tp);
   CLEBSCH_EXPECTS(out && (edges.num_edges() == 0 || (x && Y)));
-  CLEBSCH_EXPECTS(W || tp.weight_numel() == 0);
+  CLEBSCH_EXPECTS(edges.num_edges() == 0 || W || tp.weight_numel() == 0);
   const int n1 = tp.dim_in1(), n2 = tp.dim_in2(), no = tp.dim_out(), nw = tp.weight_numel();
   const int* ptr = edges.receiver_ptr().data();
   const int* order = edges.by_receiver().data();
@@ -117,7 +117,7 @@ void convolution_backward(const TensorProduct& tp, const EdgeIndex& edges, const
                           const T* W, const T* grad_out, T* grad_x, T* grad_Y, T* grad_W) {
   check_weights(tp);
   CLEBSCH_EXPECTS(edges.num_edges() == 0 || (x && Y && grad_out));
-  CLEBSCH_EXPECTS(W || tp.weight_numel() == 0);
+  CLEBSCH_EXPECTS(edges.num_edges() == 0 || W || tp.weight_numel() == 0);
   if (!grad_x && !grad_Y && !grad_W) return;
   const int n1 = tp.dim_in1(), n2 = tp.dim_in2(), no = tp.dim_out(), nw = tp.weight_numel();
   const int* ptr = edges.sender_ptr().data();
@@ -129,8 +129,8 @@ void convolution_backward(const TensorProduct& tp, const EdgeIndex& edges, const
     for (int n = ptr[s]; n < ptr[s + 1]; ++n) {
       const int e = order[n];
       tensor_product_row<T>(tp, x + std::int64_t(s) * n1, Y + std::int64_t(e) * n2, at(W, e, nw),
-                            WeightRole::kValue, grad_out + std::int64_t(receiver[e]) * no,
-                            nullptr, gx, zeroed(grad_Y, e, n2), zeroed(grad_W, e, nw));
+                            WeightRole::kValue, grad_out + std::int64_t(receiver[e]) * no, nullptr,
+                            gx, zeroed(grad_Y, e, n2), zeroed(grad_W, e, nw));
     }
   }
 }
@@ -142,7 +142,7 @@ void convolution_double_backward(const TensorProduct& tp, const EdgeIndex& edges
                                  T* grad_grad_out) {
   check_weights(tp);
   CLEBSCH_EXPECTS(edges.num_edges() == 0 || (x && Y && grad_out));
-  CLEBSCH_EXPECTS(W || tp.weight_numel() == 0);
+  CLEBSCH_EXPECTS(edges.num_edges() == 0 || W || tp.weight_numel() == 0);
   const int n1 = tp.dim_in1(), n2 = tp.dim_in2(), no = tp.dim_out(), nw = tp.weight_numel();
   const int* sender = edges.sender().data();
   const int* receiver = edges.receiver().data();
@@ -160,14 +160,14 @@ void convolution_double_backward(const TensorProduct& tp, const EdgeIndex& edges
         const T* y = Y + std::int64_t(e) * n2;
         const T* w = at(W, e, nw);
         if (dx)
-          tensor_product_row<T>(tp, dx + std::int64_t(s) * n1, y, w, WeightRole::kValue, nullptr,
-                                o, nullptr, nullptr, nullptr);
+          tensor_product_row<T>(tp, dx + std::int64_t(s) * n1, y, w, WeightRole::kValue, nullptr, o,
+                                nullptr, nullptr, nullptr);
         if (dY)
           tensor_product_row<T>(tp, xs, dY + std::int64_t(e) * n2, w, WeightRole::kValue, nullptr,
                                 o, nullptr, nullptr, nullptr);
         if (dW)
-          tensor_product_row<T>(tp, xs, y, dW + std::int64_t(e) * nw, WeightRole::kTangent,
-                                nullptr, o, nullptr, nullptr, nullptr);
+          tensor_product_row<T>(tp, xs, y, dW + std::int64_t(e) * nw, WeightRole::kTangent, nullptr,
+                                o, nullptr, nullptr, nullptr);
       }
     }
   }
@@ -188,8 +188,8 @@ void convolution_double_backward(const TensorProduct& tp, const EdgeIndex& edges
         T* gy = zeroed(grad_Y, e, n2);
         T* gw = zeroed(grad_W, e, nw);
         if (dx)
-          tensor_product_row<T>(tp, dx + std::int64_t(s) * n1, y, w, WeightRole::kValue, g,
-                                nullptr, nullptr, gy, gw);
+          tensor_product_row<T>(tp, dx + std::int64_t(s) * n1, y, w, WeightRole::kValue, g, nullptr,
+                                nullptr, gy, gw);
         if (dY)
           tensor_product_row<T>(tp, xs, dY + std::int64_t(e) * n2, w, WeightRole::kValue, g,
                                 nullptr, gx, nullptr, gw);
@@ -201,13 +201,13 @@ void convolution_double_backward(const TensorProduct& tp, const EdgeIndex& edges
   }
 }
 
-#define CLEBSCH_INSTANTIATE(T)                                                                  \
-  template void convolution_forward<T>(const TensorProduct&, const EdgeIndex&, const T*,         \
-                                       const T*, const T*, T*);                                  \
-  template void convolution_backward<T>(const TensorProduct&, const EdgeIndex&, const T*,        \
-                                        const T*, const T*, const T*, T*, T*, T*);               \
-  template void convolution_double_backward<T>(const TensorProduct&, const EdgeIndex&, const T*, \
-                                               const T*, const T*, const T*, const T*, const T*, \
+#define CLEBSCH_INSTANTIATE(T)                                                                     \
+  template void convolution_forward<T>(const TensorProduct&, const EdgeIndex&, const T*, const T*, \
+                                       const T*, T*);                                              \
+  template void convolution_backward<T>(const TensorProduct&, const EdgeIndex&, const T*,          \
+                                        const T*, const T*, const T*, T*, T*, T*);                 \
+  template void convolution_double_backward<T>(const TensorProduct&, const EdgeIndex&, const T*,   \
+                                               const T*, const T*, const T*, const T*, const T*,   \
                                                const T*, T*, T*, T*, T*);
 CLEBSCH_INSTANTIATE(float)
 CLEBSCH_INSTANTIATE(double)

@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The fused tensor-product graph convolution of MACE and NequIP interactions, on the host:
-//   out[i] = Σ_{e: receiver(e) = i} TP(x[sender(e)], Y[e], W[e])
+//   out[i] = sum_{e: receiver(e) = i} TP(x[sender(e)], Y[e], W[e])
 // computed as gather -> TP -> scatter without materialising per-edge messages, with its backward
 // and double backward. It is the reference the CUDA kernels mirror: the receiver-sorted pass is
 // the deterministic accumulation mode (one owner per output row, edges in a fixed order), and the
@@ -58,15 +58,15 @@ class EdgeIndex {
   std::vector<int> receiver_ptr_, by_receiver_, sender_ptr_, by_sender_;
 };
 
-/// out[i] = Σ_{e: receiver(e)=i} TP(x[sender(e)], Y[e], W[e]); out is overwritten (rows with no
+/// out[i] = sum_{e: receiver(e)=i} TP(x[sender(e)], Y[e], W[e]); out is overwritten (rows with no
 /// incoming edge are zero). Parallel over receivers; bitwise independent of the thread count.
 /// @throws Error if tp has shared weights (and any weights at all).
 template <typename T>
 void convolution_forward(const TensorProduct& tp, const EdgeIndex& edges, const T* x, const T* Y,
                          const T* W, T* out);
 
-/// Gradients of L = Σ_i <grad_out[i], out[i]>, in one pass over the edges sorted by sender:
-/// grad_x[s] = Σ_{e: sender(e)=s} dL/dx1 of edge e (scattered without atomics), grad_Y[e] and
+/// Gradients of L = sum_i <grad_out[i], out[i]>, in one pass over the edges sorted by sender:
+/// grad_x[s] = sum_{e: sender(e)=s} dL/dx1 of edge e (scattered without atomics), grad_Y[e] and
 /// grad_W[e] per edge. A null output is not computed; the others are overwritten.
 /// @throws Error if tp has shared weights (and any weights at all).
 template <typename T>

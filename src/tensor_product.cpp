@@ -20,9 +20,26 @@ namespace {
 // Largest dimension 2l+1 of an irrep; sizes the per-(u,v) scratch vectors of the row kernel.
 constexpr int kMaxIrrepDim = 2 * kMaxL + 1;
 
-// Rows per chunk bound for weight reductions: the batch is cut into at most this many chunks
-// whatever the thread count, so shared-weight gradients are summed in one fixed order.
+// Number of chunks of a shared-weight gradient reduction: the batch is cut into at most this many
+// chunks whatever the thread count, so the gradient is summed in one fixed order.
 constexpr std::int64_t kReductionChunks = 64;
+
+// e3nn's path_shape: the shape of an instruction's weight block.
+std::vector<int> path_shape(ConnectionMode mode, int mul1, int mul2, int mul_out) {
+  switch (mode) {
+    case ConnectionMode::kUvw:
+      return {mul1, mul2, mul_out};
+    case ConnectionMode::kUvu:
+      return {mul1, mul2};
+    case ConnectionMode::kUvv:
+      return {mul1, mul2};
+    case ConnectionMode::kUuw:
+      return {mul1, mul_out};
+    case ConnectionMode::kUuu:
+      return {mul1};
+  }
+  return {};
+}
 
 std::string number(double x) {
   std::ostringstream os;
@@ -35,11 +52,16 @@ std::string number(double x) {
 
 std::string to_string(ConnectionMode mode) {
   switch (mode) {
-    case ConnectionMode::kUvw: return "uvw";
-    case ConnectionMode::kUvu: return "uvu";
-    case ConnectionMode::kUvv: return "uvv";
-    case ConnectionMode::kUuw: return "uuw";
-    case ConnectionMode::kUuu: return "uuu";
+    case ConnectionMode::kUvw:
+      return "uvw";
+    case ConnectionMode::kUvu:
+      return "uvu";
+    case ConnectionMode::kUvv:
+      return "uvv";
+    case ConnectionMode::kUuw:
+      return "uuw";
+    case ConnectionMode::kUuu:
+      return "uuu";
   }
   return "?";
 }
@@ -66,10 +88,10 @@ Instruction::Instruction(int i_in1, int i_in2, int i_out, ConnectionMode mode, b
                 number(path_weight));
 }
 
-Instruction::Instruction(int i_in1, int i_in2, int i_out, const std::string& mode,
-                         bool has_weight, double path_weight)
-    : Instruction(i_in1, i_in2, i_out, connection_mode_from_string(mode), has_weight,
-                  path_weight) {}
+Instruction::Instruction(int i_in1, int i_in2, int i_out, const std::string& mode, bool has_weight,
+                         double path_weight)
+    : Instruction(i_in1, i_in2, i_out, connection_mode_from_string(mode), has_weight, path_weight) {
+}
 
 std::string Instruction::str() const {
   return "(" + std::to_string(i_in1_) + ", " + std::to_string(i_in2_) + ", " +
@@ -89,8 +111,8 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
   auto check_var = [](std::vector<double>& var, const Irreps& irreps, const char* name) {
     if (var.empty()) var.assign(irreps.size(), 1.0);
     if (var.size() != irreps.size())
-      throw Error(std::string(name) + " has " + std::to_string(var.size()) +
-                  " entries, irreps " + irreps.str() + " has " + std::to_string(irreps.size()));
+      throw Error(std::string(name) + " has " + std::to_string(var.size()) + " entries, irreps " +
+                  irreps.str() + " has " + std::to_string(irreps.size()));
     for (double v : var)
       if (!std::isfinite(v) || v < 0)
         throw Error(std::string(name) + " must be finite and >= 0, got " + number(v));
@@ -122,13 +144,13 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
     if (a.ir.p() * b.ir.p() != c.ir.p())
       throw Error(where + "parity violated: " + product + " (p1*p2 must equal p_out)");
     if (c.ir.l() < std::abs(a.ir.l() - b.ir.l()) || c.ir.l() > a.ir.l() + b.ir.l())
-      throw Error(where + "triangle rule violated: " + product + ", l_out=" +
-                  std::to_string(c.ir.l()) + " not in " +
+      throw Error(where + "triangle rule violated: " + product +
+                  ", l_out=" + std::to_string(c.ir.l()) + " not in " +
                   std::to_string(std::abs(a.ir.l() - b.ir.l())) + ".." +
                   std::to_string(a.ir.l() + b.ir.l()));
     auto muls = [&](const std::string& rule) {
-      return where + to_string(ins.mode()) + " needs " + rule + ", got mul1=" +
-             std::to_string(a.mul) + ", mul2=" + std::to_string(b.mul) +
+      return where + to_string(ins.mode()) + " needs " + rule +
+             ", got mul1=" + std::to_string(a.mul) + ", mul2=" + std::to_string(b.mul) +
              ", mul_out=" + std::to_string(c.mul);
     };
     switch (ins.mode()) {
@@ -156,11 +178,16 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
   auto num_elements = [&](const Instruction& ins) -> double {
     const int m1 = irreps_in1_[ins.i_in1()].mul, m2 = irreps_in2_[ins.i_in2()].mul;
     switch (ins.mode()) {
-      case ConnectionMode::kUvw: return double(m1) * m2;
-      case ConnectionMode::kUvu: return m2;
-      case ConnectionMode::kUvv: return m1;
-      case ConnectionMode::kUuw: return m1;
-      case ConnectionMode::kUuu: return 1;
+      case ConnectionMode::kUvw:
+        return double(m1) * m2;
+      case ConnectionMode::kUvu:
+        return m2;
+      case ConnectionMode::kUvv:
+        return m1;
+      case ConnectionMode::kUuw:
+        return m1;
+      case ConnectionMode::kUuu:
+        return 1;
     }
     return 1;
   };
@@ -175,9 +202,15 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
 
     double alpha = 1;
     switch (options_.irrep_normalization) {
-      case IrrepNormalization::kComponent: alpha = c.ir.dim(); break;
-      case IrrepNormalization::kNorm: alpha = double(a.ir.dim()) * b.ir.dim(); break;
-      case IrrepNormalization::kNone: alpha = 1; break;
+      case IrrepNormalization::kComponent:
+        alpha = c.ir.dim();
+        break;
+      case IrrepNormalization::kNorm:
+        alpha = double(a.ir.dim()) * b.ir.dim();
+        break;
+      case IrrepNormalization::kNone:
+        alpha = 1;
+        break;
     }
     double x = 1;
     switch (options_.path_normalization) {
@@ -195,7 +228,9 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
             count;
         break;
       }
-      case PathNormalization::kNone: x = 1; break;
+      case PathNormalization::kNone:
+        x = 1;
+        break;
     }
     // e3nn divides only by a positive fan-in (an instruction with a zero multiplicity has none).
     if (x > 0) alpha /= x;
@@ -205,14 +240,7 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
       throw Error("instruction " + std::to_string(n) + " " + ins.str() +
                   ": normalisation alpha=" + number(alpha) + " is negative or not finite");
 
-    std::vector<int> shape;
-    switch (ins.mode()) {
-      case ConnectionMode::kUvw: shape = {a.mul, b.mul, c.mul}; break;
-      case ConnectionMode::kUvu: shape = {a.mul, b.mul}; break;
-      case ConnectionMode::kUvv: shape = {a.mul, b.mul}; break;
-      case ConnectionMode::kUuw: shape = {a.mul, c.mul}; break;
-      case ConnectionMode::kUuu: shape = {a.mul}; break;
-    }
+    const std::vector<int> shape = path_shape(ins.mode(), a.mul, b.mul, c.mul);
     int size = 1;
     for (int s : shape) size *= s;
 
@@ -267,14 +295,14 @@ namespace {
 // (u, v) pairs of the mode are visited in order; for each, the output indices w and their weight
 // indices form one contiguous run [w0, w0 + nw) / [i0, i0 + nw).
 template <typename T>
-void path_row(const TensorProductPath& p, const T* x1, const T* x2, const T* w, const T* g,
-              T* out, T* gx1, T* gx2, T* gw) {
+void path_row(const TensorProductPath& p, const T* x1, const T* x2, const T* w, const T* g, T* out,
+              T* gx1, T* gx2, T* gw) {
   const int m1 = p.mul1, m2 = p.mul2, mo = p.mul_out;
   const int d1 = p.ir1.dim(), d2 = p.ir2.dim(), d3 = p.ir_out.dim();
   const ConnectionMode mode = p.ins.mode();
   const bool diagonal = mode == ConnectionMode::kUuw || mode == ConnectionMode::kUuu;
-  const bool need_t = out || gw;  // t[k] = Σ_ij c_ijk x1[u,i] x2[v,j]
-  const bool need_h = gx1 || gx2;  // h[k] = Σ_w W[u,v,w] g[w,k]
+  const bool need_t = out || gw;   // t[k] = sum_ij c_ijk x1[u,i] x2[v,j]
+  const bool need_h = gx1 || gx2;  // h[k] = sum_w W[u,v,w] g[w,k]
   T t[kMaxIrrepDim], h[kMaxIrrepDim];
 
   for (int u = 0; u < m1; ++u) {
@@ -282,11 +310,21 @@ void path_row(const TensorProductPath& p, const T* x1, const T* x2, const T* w, 
     for (int v = v_begin; v < v_end; ++v) {
       int w0 = 0, nw = 1, i0 = 0;
       switch (mode) {
-        case ConnectionMode::kUvw: w0 = 0, nw = mo, i0 = (u * m2 + v) * mo; break;
-        case ConnectionMode::kUvu: w0 = u, i0 = u * m2 + v; break;
-        case ConnectionMode::kUvv: w0 = v, i0 = u * m2 + v; break;
-        case ConnectionMode::kUuw: w0 = 0, nw = mo, i0 = u * mo; break;
-        case ConnectionMode::kUuu: w0 = u, i0 = u; break;
+        case ConnectionMode::kUvw:
+          w0 = 0, nw = mo, i0 = (u * m2 + v) * mo;
+          break;
+        case ConnectionMode::kUvu:
+          w0 = u, i0 = u * m2 + v;
+          break;
+        case ConnectionMode::kUvv:
+          w0 = v, i0 = u * m2 + v;
+          break;
+        case ConnectionMode::kUuw:
+          w0 = 0, nw = mo, i0 = u * mo;
+          break;
+        case ConnectionMode::kUuu:
+          w0 = u, i0 = u;
+          break;
       }
       const T* a = x1 ? x1 + u * d1 : nullptr;
       const T* b = x2 ? x2 + v * d2 : nullptr;
@@ -353,8 +391,8 @@ template void tensor_product_row<float>(const TensorProduct&, const float*, cons
                                         const float*, WeightRole, const float*, float*, float*,
                                         float*, float*);
 template void tensor_product_row<double>(const TensorProduct&, const double*, const double*,
-                                         const double*, WeightRole, const double*, double*,
-                                         double*, double*, double*);
+                                         const double*, WeightRole, const double*, double*, double*,
+                                         double*, double*);
 
 }  // namespace detail
 
@@ -418,9 +456,9 @@ void tensor_product_forward(const TensorProduct& tp, std::int64_t batch, const T
 }
 
 template <typename T>
-void tensor_product_backward(const TensorProduct& tp, std::int64_t batch, const T* x1,
-                             const T* x2, const T* weights, const T* grad_out, T* grad_x1,
-                             T* grad_x2, T* grad_weights) {
+void tensor_product_backward(const TensorProduct& tp, std::int64_t batch, const T* x1, const T* x2,
+                             const T* weights, const T* grad_out, T* grad_x1, T* grad_x2,
+                             T* grad_weights) {
   CLEBSCH_EXPECTS(batch >= 0);
   CLEBSCH_EXPECTS(batch == 0 || (x1 && x2 && grad_out));
   CLEBSCH_EXPECTS(weights || tp.weight_numel() == 0);
@@ -428,16 +466,16 @@ void tensor_product_backward(const TensorProduct& tp, std::int64_t batch, const 
   for_rows(tp, batch, grad_weights, [&](std::int64_t b, T* gw) {
     if (gw && !tp.shared_weights()) std::fill(gw, gw + nw, T(0));
     tensor_product_row<T>(tp, x1 + b * n1, x2 + b * n2, weight_row(tp, weights, b),
-                          WeightRole::kValue, grad_out + b * no, nullptr,
-                          zeroed(grad_x1, b, n1), zeroed(grad_x2, b, n2), gw);
+                          WeightRole::kValue, grad_out + b * no, nullptr, zeroed(grad_x1, b, n1),
+                          zeroed(grad_x2, b, n2), gw);
   });
 }
 
 template <typename T>
 void tensor_product_double_backward(const TensorProduct& tp, std::int64_t batch, const T* x1,
-                                    const T* x2, const T* weights, const T* grad_out,
-                                    const T* dx1, const T* dx2, const T* dweights, T* grad_x1,
-                                    T* grad_x2, T* grad_weights, T* grad_grad_out) {
+                                    const T* x2, const T* weights, const T* grad_out, const T* dx1,
+                                    const T* dx2, const T* dweights, T* grad_x1, T* grad_x2,
+                                    T* grad_weights, T* grad_grad_out) {
   CLEBSCH_EXPECTS(batch >= 0);
   CLEBSCH_EXPECTS(batch == 0 || (x1 && x2 && grad_out));
   CLEBSCH_EXPECTS(weights || tp.weight_numel() == 0);
@@ -458,18 +496,18 @@ void tensor_product_double_backward(const TensorProduct& tp, std::int64_t batch,
     if (dx2)
       tensor_product_row<T>(tp, a, dx2 + b * n2, w, WeightRole::kValue, g, ggo, g1, nullptr, gw);
     if (dweights)
-      tensor_product_row<T>(tp, a, y, weight_row(tp, dweights, b), WeightRole::kTangent, g, ggo,
-                            g1, g2, nullptr);
+      tensor_product_row<T>(tp, a, y, weight_row(tp, dweights, b), WeightRole::kTangent, g, ggo, g1,
+                            g2, nullptr);
   });
 }
 
-#define CLEBSCH_INSTANTIATE(T)                                                                  \
-  template void tensor_product_forward<T>(const TensorProduct&, std::int64_t, const T*,          \
-                                          const T*, const T*, T*);                               \
-  template void tensor_product_backward<T>(const TensorProduct&, std::int64_t, const T*,         \
-                                           const T*, const T*, const T*, T*, T*, T*);            \
-  template void tensor_product_double_backward<T>(const TensorProduct&, std::int64_t, const T*,  \
-                                                  const T*, const T*, const T*, const T*,        \
+#define CLEBSCH_INSTANTIATE(T)                                                                     \
+  template void tensor_product_forward<T>(const TensorProduct&, std::int64_t, const T*, const T*,  \
+                                          const T*, T*);                                           \
+  template void tensor_product_backward<T>(const TensorProduct&, std::int64_t, const T*, const T*, \
+                                           const T*, const T*, T*, T*, T*);                        \
+  template void tensor_product_double_backward<T>(const TensorProduct&, std::int64_t, const T*,    \
+                                                  const T*, const T*, const T*, const T*,          \
                                                   const T*, const T*, T*, T*, T*, T*);
 CLEBSCH_INSTANTIATE(float)
 CLEBSCH_INSTANTIATE(double)

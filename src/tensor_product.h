@@ -14,12 +14,13 @@
 //     uvw (mul1, mul2, mul_out), uvu (mul1, mul2), uvv (mul1, mul2), uuw (mul1, mul_out),
 //     uuu (mul1).
 // CG coefficients are e3nn's wigner_3j (Frobenius norm 1, real basis, e3nn's sign), from
-// clebsch_gordan.h; with the normalisation coefficient alpha_k of instruction k,
-//   uvw: out[w,k] += alpha Σ_uv W[u,v,w] Σ_ij C_ijk x1[u,i] x2[v,j]
-//   uvu: out[u,k] += alpha Σ_v  W[u,v]   Σ_ij C_ijk x1[u,i] x2[v,j]
-//   uvv: out[v,k] += alpha Σ_u  W[u,v]   Σ_ij C_ijk x1[u,i] x2[v,j]
-//   uuw: out[w,k] += alpha Σ_u  W[u,w]   Σ_ij C_ijk x1[u,i] x2[u,j]
-//   uuu: out[u,k] += alpha      W[u]     Σ_ij C_ijk x1[u,i] x2[u,j]
+// clebsch_gordan.h; with the normalisation coefficient c = sqrt(alpha) of the instruction
+// (TensorProductPath::coefficient; alpha includes path_weight, as in e3nn),
+//   uvw: out[w,k] += c sum_uv W[u,v,w] sum_ij C_ijk x1[u,i] x2[v,j]
+//   uvu: out[u,k] += c sum_v  W[u,v]   sum_ij C_ijk x1[u,i] x2[v,j]
+//   uvv: out[v,k] += c sum_u  W[u,v]   sum_ij C_ijk x1[u,i] x2[v,j]
+//   uuw: out[w,k] += c sum_u  W[u,w]   sum_ij C_ijk x1[u,i] x2[u,j]
+//   uuu: out[u,k] += c        W[u]     sum_ij C_ijk x1[u,i] x2[u,j]
 // with W = 1 for an instruction without weights (e3nn then sums over the free index; uvw needs
 // weights, uuw without weights needs mul_out = 1, as in e3nn).
 #pragma once
@@ -86,7 +87,7 @@ struct TensorProductOptions {
 };
 
 /// One non-zero of a path's CG tensor, with the path's normalisation coefficient folded in:
-/// c = alpha * C[i][j][k]; i, j, k index the m of the three irreps (0..2l).
+/// c = coefficient * C[i][j][k]; i, j, k = m+l index the three irreps (0..2l).
 struct CgEntry {
   int i, j, k;
   double c;
@@ -152,14 +153,14 @@ template <typename T>
 void tensor_product_forward(const TensorProduct& tp, std::int64_t batch, const T* x1, const T* x2,
                             const T* weights, T* out);
 
-/// Gradients of L = Σ_b <grad_out[b], TP(x1[b], x2[b], w)>: the reverse pass of the forward.
+/// Gradients of L = sum_b <grad_out[b], TP(x1[b], x2[b], w)>: the reverse pass of the forward.
 /// Each output pointer may be null (not computed); the others are overwritten. grad_weights has
 /// the layout of weights: with shared weights it is summed over the batch (in a fixed order, so
 /// the result does not depend on the thread count).
 template <typename T>
-void tensor_product_backward(const TensorProduct& tp, std::int64_t batch, const T* x1,
-                             const T* x2, const T* weights, const T* grad_out, T* grad_x1,
-                             T* grad_x2, T* grad_weights);
+void tensor_product_backward(const TensorProduct& tp, std::int64_t batch, const T* x1, const T* x2,
+                             const T* weights, const T* grad_out, T* grad_x1, T* grad_x2,
+                             T* grad_weights);
 
 /// The reverse pass of tensor_product_backward (PyTorch's double backward): with cotangents
 /// (dx1, dx2, dweights) of its outputs (grad_x1, grad_x2, grad_weights), the gradients of
@@ -172,9 +173,9 @@ void tensor_product_backward(const TensorProduct& tp, std::int64_t batch, const 
 /// output is not computed. Layouts as in tensor_product_backward (dweights like weights).
 template <typename T>
 void tensor_product_double_backward(const TensorProduct& tp, std::int64_t batch, const T* x1,
-                                    const T* x2, const T* weights, const T* grad_out,
-                                    const T* dx1, const T* dx2, const T* dweights, T* grad_x1,
-                                    T* grad_x2, T* grad_weights, T* grad_grad_out);
+                                    const T* x2, const T* weights, const T* grad_out, const T* dx1,
+                                    const T* dx2, const T* dweights, T* grad_x1, T* grad_x2,
+                                    T* grad_weights, T* grad_grad_out);
 
 namespace detail {
 

@@ -37,7 +37,8 @@ TensorProduct make_tp(const nlohmann::json& c) {
     ins.emplace_back(i[0].get<int>(), i[1].get<int>(), i[2].get<int>(), i[3].get<std::string>(),
                      i[4].get<bool>(), i[5].get<double>());
   TensorProductOptions o;
-  const std::string irrep_norm = c.at("irrep_normalization"), path_norm = c.at("path_normalization");
+  const std::string irrep_norm = c.at("irrep_normalization"),
+                    path_norm = c.at("path_normalization");
   o.irrep_normalization = irrep_norm == "component" ? IrrepNormalization::kComponent
                           : irrep_norm == "norm"    ? IrrepNormalization::kNorm
                                                     : IrrepNormalization::kNone;
@@ -88,8 +89,8 @@ TEST_P(E3nnTensorProduct, ForwardBackwardAndDoubleBackwardMatchAutograd) {
                                          ddx2.data(), ddw.data(), ddg.data());
 
   const std::vector<std::pair<const char*, const Vec*>> checks = {
-      {"out", &out},        {"grad_x1", &gx1}, {"grad_x2", &gx2}, {"grad_w", &gw},
-      {"dd_x1", &ddx1},     {"dd_x2", &ddx2},  {"dd_w", &ddw},    {"dd_grad_out", &ddg}};
+      {"out", &out},    {"grad_x1", &gx1}, {"grad_x2", &gx2}, {"grad_w", &gw},
+      {"dd_x1", &ddx1}, {"dd_x2", &ddx2},  {"dd_w", &ddw},    {"dd_grad_out", &ddg}};
   for (const auto& [key, ours] : checks) {
     const Vec ref = flat(c[key]);
     const double err = max_rel_error(*ours, ref);
@@ -98,13 +99,38 @@ TEST_P(E3nnTensorProduct, ForwardBackwardAndDoubleBackwardMatchAutograd) {
   }
 }
 
+// An exporter reads e3nn's tp.instructions, whose path_weight is the derived coefficient
+// sqrt(alpha), not the constructor's path_weight. Rebuilding with irrep/path normalisation 'none'
+// and path_weight = coefficient^2 must reproduce the module.
+TEST_P(E3nnTensorProduct, RebuildsFromExportedCoefficients) {
+  const auto& c = find_case(GetParam());
+  const Vec coefficients = c.at("coefficients");
+  std::vector<Instruction> ins;
+  for (std::size_t k = 0; k < coefficients.size(); ++k) {
+    const auto& i = c.at("instructions")[k];
+    ins.emplace_back(i[0].get<int>(), i[1].get<int>(), i[2].get<int>(), i[3].get<std::string>(),
+                     i[4].get<bool>(), coefficients[k] * coefficients[k]);
+  }
+  TensorProductOptions o;
+  o.irrep_normalization = IrrepNormalization::kNone;
+  o.path_normalization = PathNormalization::kNone;
+  o.shared_weights = c.at("shared_weights");
+  const TensorProduct tp(Irreps(c.at("irreps_in1").get<std::string>()),
+                         Irreps(c.at("irreps_in2").get<std::string>()),
+                         Irreps(c.at("irreps_out").get<std::string>()), ins, o);
+  const int B = c.at("batch");
+  const Vec x1 = flat(c["x1"]), x2 = flat(c["x2"]), w = flat(c["w"]), ref = flat(c["out"]);
+  Vec out(ref.size());
+  tensor_product_forward<double>(tp, B, x1.data(), x2.data(), w.data(), out.data());
+  EXPECT_LT(max_rel_error(out, ref), kTol);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, E3nnTensorProduct,
                          ::testing::Values("mace_uvu", "nequip_uvu", "fctp_component_element",
                                            "fctp_norm_element", "fctp_component_path",
                                            "fctp_norm_path", "fctp_none_none", "fctp_per_row",
-                                           "elementwise_uuu", "explicit_shared",
-                                           "explicit_per_row", "explicit_vars_element",
-                                           "explicit_vars_path"));
+                                           "elementwise_uuu", "explicit_shared", "explicit_per_row",
+                                           "explicit_vars_element", "explicit_vars_path"));
 
 }  // namespace
 }  // namespace clebsch

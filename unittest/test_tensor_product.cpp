@@ -64,7 +64,7 @@ TensorProduct mace_uvu(const Irreps& in1, const Irreps& in2, const Irreps& targe
   std::vector<std::array<int, 3>> ins;
   for (std::size_t i = 0; i < in1.size(); ++i)
     for (std::size_t j = 0; j < in2.size(); ++j)
-      for (const Irrep& ir : in1[i].ir * in2[j].ir) {
+      for (const Irrep& ir : in1[i].ir* in2[j].ir) {
         bool wanted = false;
         for (const MulIrrep& t : target) wanted |= t.ir == ir;
         if (!wanted) continue;
@@ -88,7 +88,7 @@ TensorProduct fctp(const Irreps& in1, const Irreps& in2, const Irreps& out,
   for (std::size_t i = 0; i < in1.size(); ++i)
     for (std::size_t j = 0; j < in2.size(); ++j)
       for (std::size_t k = 0; k < out.size(); ++k)
-        for (const Irrep& ir : in1[i].ir * in2[j].ir)
+        for (const Irrep& ir : in1[i].ir* in2[j].ir)
           if (ir == out[k].ir) instructions.emplace_back(int(i), int(j), int(k), "uvw");
   return TensorProduct(in1, in2, out, instructions, options);
 }
@@ -96,12 +96,12 @@ TensorProduct fctp(const Irreps& in1, const Irreps& in2, const Irreps& out,
 // Every mode, with and without weights, several instructions per output, l up to 4.
 TensorProduct mixed(bool shared) {
   std::vector<Instruction> ins = {
-      {0, 0, 0, "uvw", true, 1.0},  {1, 1, 0, "uvw", true, 0.5},  {1, 1, 2, "uuw", true, 2.0},
-      {2, 2, 2, "uvw", true, 1.0},  {1, 0, 1, "uvu", true, 1.0},  {1, 0, 1, "uuu", false, 3.0},
-      {2, 1, 1, "uvv", true, 1.0},  {3, 1, 2, "uvu", true, 0.25}, {3, 1, 2, "uvu", false, 1.0},
-      {2, 1, 3, "uvv", true, 1.0},  {4, 1, 3, "uvv", false, 1.0}, {1, 1, 4, "uuw", false, 1.0},
-      {4, 3, 5, "uvw", true, 1.0},  {2, 3, 5, "uvu", false, 1.5}, {0, 0, 6, "uvw", true, 1.0},
-      {0, 0, 6, "uvu", true, 1.0},  {1, 1, 7, "uuu", true, 1.0}};
+      {0, 0, 0, "uvw", true, 1.0}, {1, 1, 0, "uvw", true, 0.5},  {1, 1, 2, "uuw", true, 2.0},
+      {2, 2, 2, "uvw", true, 1.0}, {1, 0, 1, "uvu", true, 1.0},  {1, 0, 1, "uuu", false, 3.0},
+      {2, 1, 1, "uvv", true, 1.0}, {3, 1, 2, "uvu", true, 0.25}, {3, 1, 2, "uvu", false, 1.0},
+      {2, 1, 3, "uvv", true, 1.0}, {4, 1, 3, "uvv", false, 1.0}, {1, 1, 4, "uuw", false, 1.0},
+      {4, 3, 5, "uvw", true, 1.0}, {2, 3, 5, "uvu", false, 1.5}, {0, 0, 6, "uvw", true, 1.0},
+      {0, 0, 6, "uvu", true, 1.0}, {1, 1, 7, "uuu", true, 1.0}};
   TensorProductOptions options;
   options.shared_weights = shared;
   return TensorProduct("3x0e+2x1o+2x2e+2x3o+1x4e", "2x0e+2x1o+1x2e+1x4e",
@@ -114,7 +114,7 @@ TensorProduct elementwise() {
   std::vector<MulIrrep> out;
   std::vector<Instruction> ins;
   for (std::size_t i = 0; i < in1.size(); ++i)
-    for (const Irrep& ir : in1[i].ir * in2[i].ir) {
+    for (const Irrep& ir : in1[i].ir* in2[i].ir) {
       ins.emplace_back(int(i), int(i), int(out.size()), "uuu", false);
       out.push_back({in1[i].mul, ir});
     }
@@ -125,7 +125,8 @@ TensorProduct make(const std::string& name) {
   const Irreps node("3x0e+3x1o+3x2e"), sh = Irreps::spherical_harmonics(3);
   if (name == "mace_uvu") return mace_uvu(node, sh, "0e+1o+2e+3o", false);
   if (name == "mace_uvu_shared") return mace_uvu(node, sh, "0e+1o+2e+3o", true);
-  if (name == "fctp_shared") return fctp("3x0e+2x1o+1x2e+2x1e", "2x0e+1x1o+1x2e", "2x0e+3x1o+2x2e+1x3o+1x1e");
+  if (name == "fctp_shared")
+    return fctp("3x0e+2x1o+1x2e+2x1e", "2x0e+1x1o+1x2e", "2x0e+3x1o+2x2e+1x3o+1x1e");
   if (name == "fctp_per_row") {
     TensorProductOptions o;
     o.shared_weights = false;
@@ -138,7 +139,7 @@ TensorProduct make(const std::string& name) {
 }
 
 // The definition, term by term, with the dense wigner_3j (zeros included) and no sparsity:
-// E = Σ_paths coefficient Σ_{(u,v,w) of the mode} W · Σ_ijk C_ijk x1[u,i] x2[v,j] g[w,k].
+// E = sum_paths coefficient sum_{(u,v,w) of the mode} W  *  sum_ijk C_ijk x1[u,i] x2[v,j] g[w,k].
 // Returns out = dE/dg for one row.
 Vec dense_forward(const TensorProduct& tp, const double* x1, const double* x2, const double* w) {
   Vec out(tp.dim_out(), 0.0);
@@ -152,11 +153,21 @@ Vec dense_forward(const TensorProduct& tp, const double* x1, const double* x2, c
           int widx = 0;
           bool on = true;
           switch (m) {
-            case ConnectionMode::kUvw: widx = (u * p.mul2 + v) * p.mul_out + o; break;
-            case ConnectionMode::kUvu: on = o == u, widx = u * p.mul2 + v; break;
-            case ConnectionMode::kUvv: on = o == v, widx = u * p.mul2 + v; break;
-            case ConnectionMode::kUuw: on = u == v, widx = u * p.mul_out + o; break;
-            case ConnectionMode::kUuu: on = u == v && v == o, widx = u; break;
+            case ConnectionMode::kUvw:
+              widx = (u * p.mul2 + v) * p.mul_out + o;
+              break;
+            case ConnectionMode::kUvu:
+              on = o == u, widx = u * p.mul2 + v;
+              break;
+            case ConnectionMode::kUvv:
+              on = o == v, widx = u * p.mul2 + v;
+              break;
+            case ConnectionMode::kUuw:
+              on = u == v, widx = u * p.mul_out + o;
+              break;
+            case ConnectionMode::kUuu:
+              on = u == v && v == o, widx = u;
+              break;
           }
           if (!on) continue;
           const double W = p.ins.has_weight() ? w[p.weight_offset + widx] : 1.0;
@@ -220,7 +231,7 @@ double fd_mismatch(const std::function<double(double)>& f, double analytic, doub
   return std::abs(fd - analytic) / std::max(std::abs(analytic), 1e-3);
 }
 
-constexpr double kFdTol = 1e-9;        // the products are multilinear: FD error is rounding only
+constexpr double kFdTol = 1e-9;  // the products are multilinear: FD error is rounding only
 constexpr double kEquivarianceTol = 1e-12;
 
 class TensorProductCase : public ::testing::TestWithParam<std::string> {};
@@ -232,8 +243,8 @@ TEST_P(TensorProductCase, SparseForwardEqualsDenseDefinition) {
   Vec ref;
   for (int r = 0; r < b.B; ++r) {
     const double* w = b.w.data() + (tp.shared_weights() ? 0 : r * tp.weight_numel());
-    const Vec row = dense_forward(tp, b.x1.data() + r * tp.dim_in1(),
-                                  b.x2.data() + r * tp.dim_in2(), w);
+    const Vec row =
+        dense_forward(tp, b.x1.data() + r * tp.dim_in1(), b.x2.data() + r * tp.dim_in2(), w);
     ref.insert(ref.end(), row.begin(), row.end());
   }
   EXPECT_LT(max_rel_error(out, ref), 1e-14);
@@ -246,16 +257,17 @@ TEST_P(TensorProductCase, BackwardMatchesFiniteDifferences) {
   auto L = [&](const Vec& x1, const Vec& x2, const Vec& w) {
     return dot(b.g, forward(tp, b, x1, x2, w));
   };
-  EXPECT_LT(fd_mismatch([&](double h) { return L(axpy(b.x1, h, b.dx1), b.x2, b.w); },
-                        dot(gr.x1, b.dx1)),
-            kFdTol);
-  EXPECT_LT(fd_mismatch([&](double h) { return L(b.x1, axpy(b.x2, h, b.dx2), b.w); },
-                        dot(gr.x2, b.dx2)),
-            kFdTol);
-  if (tp.weight_numel() > 0)
-    EXPECT_LT(fd_mismatch([&](double h) { return L(b.x1, b.x2, axpy(b.w, h, b.dw)); },
-                          dot(gr.w, b.dw)),
-              kFdTol);
+  EXPECT_LT(
+      fd_mismatch([&](double h) { return L(axpy(b.x1, h, b.dx1), b.x2, b.w); }, dot(gr.x1, b.dx1)),
+      kFdTol);
+  EXPECT_LT(
+      fd_mismatch([&](double h) { return L(b.x1, axpy(b.x2, h, b.dx2), b.w); }, dot(gr.x2, b.dx2)),
+      kFdTol);
+  if (tp.weight_numel() > 0) {
+    EXPECT_LT(
+        fd_mismatch([&](double h) { return L(b.x1, b.x2, axpy(b.w, h, b.dw)); }, dot(gr.w, b.dw)),
+        kFdTol);
+  }
 }
 
 TEST_P(TensorProductCase, DoubleBackwardMatchesFiniteDifferences) {
@@ -267,21 +279,22 @@ TEST_P(TensorProductCase, DoubleBackwardMatchesFiniteDifferences) {
     const Grads gr = backward(tp, b, x1, x2, w, g);
     return dot(gr.x1, b.dx1) + dot(gr.x2, b.dx2) + dot(gr.w, b.dw);
   };
-  const Vec e1 = randn(b.x1.size(), 41), e2 = randn(b.x2.size(), 42),
-            ew = randn(b.w.size(), 43), eg = randn(b.g.size(), 44);
-  EXPECT_LT(fd_mismatch([&](double h) { return S(axpy(b.x1, h, e1), b.x2, b.w, b.g); },
-                        dot(dd.x1, e1)),
-            kFdTol);
-  EXPECT_LT(fd_mismatch([&](double h) { return S(b.x1, axpy(b.x2, h, e2), b.w, b.g); },
-                        dot(dd.x2, e2)),
-            kFdTol);
-  if (tp.weight_numel() > 0)
-    EXPECT_LT(fd_mismatch([&](double h) { return S(b.x1, b.x2, axpy(b.w, h, ew), b.g); },
-                          dot(dd.w, ew)),
-              kFdTol);
-  EXPECT_LT(fd_mismatch([&](double h) { return S(b.x1, b.x2, b.w, axpy(b.g, h, eg)); },
-                        dot(dd.g, eg)),
-            kFdTol);
+  const Vec e1 = randn(b.x1.size(), 41), e2 = randn(b.x2.size(), 42), ew = randn(b.w.size(), 43),
+            eg = randn(b.g.size(), 44);
+  EXPECT_LT(
+      fd_mismatch([&](double h) { return S(axpy(b.x1, h, e1), b.x2, b.w, b.g); }, dot(dd.x1, e1)),
+      kFdTol);
+  EXPECT_LT(
+      fd_mismatch([&](double h) { return S(b.x1, axpy(b.x2, h, e2), b.w, b.g); }, dot(dd.x2, e2)),
+      kFdTol);
+  if (tp.weight_numel() > 0) {
+    EXPECT_LT(
+        fd_mismatch([&](double h) { return S(b.x1, b.x2, axpy(b.w, h, ew), b.g); }, dot(dd.w, ew)),
+        kFdTol);
+  }
+  EXPECT_LT(
+      fd_mismatch([&](double h) { return S(b.x1, b.x2, b.w, axpy(b.g, h, eg)); }, dot(dd.g, eg)),
+      kFdTol);
 }
 
 TEST_P(TensorProductCase, IsEquivariantUnderProperAndImproperRotations) {
@@ -307,7 +320,9 @@ TEST_P(TensorProductCase, IsEquivariantUnderProperAndImproperRotations) {
     const Grads g1 = backward(tp, b, rx1, rx2, b.w, rg);
     EXPECT_LT(max_rel_error(g1.x1, rotate_rows(D1, n1, g0.x1)), kEquivarianceTol);
     EXPECT_LT(max_rel_error(g1.x2, rotate_rows(D2, n2, g0.x2)), kEquivarianceTol);
-    if (tp.weight_numel() > 0) EXPECT_LT(max_rel_error(g1.w, g0.w), kEquivarianceTol);
+    if (tp.weight_numel() > 0) {
+      EXPECT_LT(max_rel_error(g1.w, g0.w), kEquivarianceTol);
+    }
     // double backward, with the cotangents rotated as well
     Batch rb = b;
     rb.dx1 = rotate_rows(D1, n1, b.dx1);
@@ -317,7 +332,9 @@ TEST_P(TensorProductCase, IsEquivariantUnderProperAndImproperRotations) {
     EXPECT_LT(max_rel_error(d1.x1, rotate_rows(D1, n1, d0.x1)), kEquivarianceTol);
     EXPECT_LT(max_rel_error(d1.x2, rotate_rows(D2, n2, d0.x2)), kEquivarianceTol);
     EXPECT_LT(max_rel_error(d1.g, rotate_rows(Do, no, d0.g)), kEquivarianceTol);
-    if (tp.weight_numel() > 0) EXPECT_LT(max_rel_error(d1.w, d0.w), kEquivarianceTol);
+    if (tp.weight_numel() > 0) {
+      EXPECT_LT(max_rel_error(d1.w, d0.w), kEquivarianceTol);
+    }
   }
 }
 
@@ -340,21 +357,25 @@ TEST_P(TensorProductCase, FloatAgreesWithDouble) {
   EXPECT_LT(max_rel_error(to_d(fout), out), 1e-5);
   tensor_product_backward<double>(tp, b.B, x1.data(), x2.data(), w.data(), g.data(), gx1.data(),
                                   gx2.data(), gw.data());
-  tensor_product_backward<float>(tp, b.B, fx1.data(), fx2.data(), fw.data(), fg.data(),
-                                 fgx1.data(), fgx2.data(), fgw.data());
+  tensor_product_backward<float>(tp, b.B, fx1.data(), fx2.data(), fw.data(), fg.data(), fgx1.data(),
+                                 fgx2.data(), fgw.data());
   EXPECT_LT(max_rel_error(to_d(fgx1), gx1), 1e-5);
   EXPECT_LT(max_rel_error(to_d(fgx2), gx2), 1e-5);
-  if (tp.weight_numel() > 0) EXPECT_LT(max_rel_error(to_d(fgw), gw), 1e-5);
+  if (tp.weight_numel() > 0) {
+    EXPECT_LT(max_rel_error(to_d(fgw), gw), 1e-5);
+  }
   tensor_product_double_backward<double>(tp, b.B, x1.data(), x2.data(), w.data(), g.data(),
-                                         dx1.data(), dx2.data(), dw.data(), gx1.data(),
-                                         gx2.data(), gw.data(), ggo.data());
+                                         dx1.data(), dx2.data(), dw.data(), gx1.data(), gx2.data(),
+                                         gw.data(), ggo.data());
   tensor_product_double_backward<float>(tp, b.B, fx1.data(), fx2.data(), fw.data(), fg.data(),
                                         fdx1.data(), fdx2.data(), fdw.data(), fgx1.data(),
                                         fgx2.data(), fgw.data(), fggo.data());
   EXPECT_LT(max_rel_error(to_d(fgx1), gx1), 1e-5);
   EXPECT_LT(max_rel_error(to_d(fgx2), gx2), 1e-5);
   EXPECT_LT(max_rel_error(to_d(fggo), ggo), 1e-5);
-  if (tp.weight_numel() > 0) EXPECT_LT(max_rel_error(to_d(fgw), gw), 1e-5);
+  if (tp.weight_numel() > 0) {
+    EXPECT_LT(max_rel_error(to_d(fgw), gw), 1e-5);
+  }
 }
 
 TEST_P(TensorProductCase, ResultsDoNotDependOnThreadCount) {
@@ -387,9 +408,9 @@ TEST_P(TensorProductCase, NullCotangentsCountAsZeroAndNullOutputsAreSkipped) {
   const Grads full = double_backward(tp, z, b.x1, b.x2, b.w, b.g);
   Grads part{Vec(b.x1.size(), 7.0), Vec(b.x2.size(), 7.0), Vec(b.w.size(), 7.0),
              Vec(b.g.size(), 7.0)};
-  tensor_product_double_backward<double>(tp, b.B, b.x1.data(), b.x2.data(), b.w.data(),
-                                         b.g.data(), nullptr, b.dx2.data(), b.dw.data(),
-                                         part.x1.data(), nullptr, part.w.data(), part.g.data());
+  tensor_product_double_backward<double>(tp, b.B, b.x1.data(), b.x2.data(), b.w.data(), b.g.data(),
+                                         nullptr, b.dx2.data(), b.dw.data(), part.x1.data(),
+                                         nullptr, part.w.data(), part.g.data());
   EXPECT_EQ(part.x1, full.x1);
   EXPECT_EQ(part.x2, Vec(b.x2.size(), 7.0));  // not requested: untouched
   EXPECT_EQ(part.w, full.w);
@@ -410,7 +431,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, TensorProductCase,
 
 TEST(TensorProduct, MaceLayoutGivesOneOverFanInOfOne) {
   // Every instruction has its own output block: X = mul2 = 1, so alpha = sqrt(2 l_out + 1)
-  // (model-spec §1, step 4), weight index of instruction k, channel u = k*C + u.
+  // (model-spec section 1, step 4), weight index of instruction k, channel u = k*C + u.
   const TensorProduct tp = make("mace_uvu");
   ASSERT_FALSE(tp.shared_weights());
   for (std::size_t k = 0; k < tp.paths().size(); ++k) {
@@ -459,7 +480,7 @@ TEST(TensorProduct, NormalisationFollowsE3nnFormulas) {
 TEST(TensorProduct, FoldsCoefficientIntoCgNonZeros) {
   const TensorProduct tp(Irreps("1x1o"), Irreps("1x1o"), Irreps("1x1e"),
                          {Instruction(0, 0, 0, "uuu", false)});
-  // C^{111} = epsilon_ijk / sqrt(6) in (x, y, z); alpha = sqrt(3): c = ±1/sqrt(2), 6 entries.
+  // C^{111} = epsilon_ijk / sqrt(6) in (x, y, z); alpha = sqrt(3): c = +-1/sqrt(2), 6 entries.
   ASSERT_EQ(tp.paths()[0].cg.size(), 6u);
   for (const CgEntry& e : tp.paths()[0].cg) EXPECT_DOUBLE_EQ(std::abs(e.c), std::sqrt(0.5));
 }

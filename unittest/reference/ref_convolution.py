@@ -42,17 +42,19 @@ def build_cases():
     cases = []
     sh3 = o3.Irreps.spherical_harmonics(3)
     out, ins = mace_uvu("3x0e+3x1o+3x2e", sh3, "0e+1o+2e+3o")
-    tp = o3.TensorProduct("3x0e+3x1o+3x2e", sh3, out, ins, shared_weights=False, internal_weights=False)
+    tp = o3.TensorProduct("3x0e+3x1o+3x2e", sh3, out, ins, shared_weights=False)
     cases.append(("mace", tp, 6, 6, 20))
 
     # NequIP-like, more senders than receivers (ghost atoms send, only local atoms receive).
     sh2 = o3.Irreps.spherical_harmonics(2)
     out, ins = mace_uvu("2x0e+2x1o+2x1e+2x2e", sh2, "0e+0o+1o+1e+2e+2o")
-    tp = o3.TensorProduct("2x0e+2x1o+2x1e+2x2e", sh2, out, ins, shared_weights=False, internal_weights=False)
+    tp = o3.TensorProduct("2x0e+2x1o+2x1e+2x2e", sh2, out, ins, shared_weights=False)
     cases.append(("nequip", tp, 7, 4, 15))
 
     # Per-edge uvw weights (a fully connected conv).
-    tp = o3.FullyConnectedTensorProduct("2x0e+2x1o", "0e+1o", "3x0e+2x1o+1x1e", shared_weights=False)
+    tp = o3.FullyConnectedTensorProduct(
+        "2x0e+2x1o", "0e+1o", "3x0e+2x1o+1x1e", shared_weights=False
+    )
     cases.append(("uvw", tp, 4, 5, 9))
     return cases
 
@@ -87,8 +89,10 @@ def generate(rng):
                 "irreps_in1": str(tp.irreps_in1),
                 "irreps_in2": str(tp.irreps_in2),
                 "irreps_out": str(tp.irreps_out),
+                # every case is built with path_weight 1.0
                 "instructions": [
-                    [i.i_in1, i.i_in2, i.i_out, i.connection_mode, i.has_weight, 1.0] for i in tp.instructions
+                    [i.i_in1, i.i_in2, i.i_out, i.connection_mode, i.has_weight, 1.0]
+                    for i in tp.instructions
                 ],
                 "weight_numel": tp.weight_numel,
                 "num_senders": num_senders,

@@ -32,7 +32,8 @@ def build_cases():
     """(name, TensorProduct, batch, constructor options) for every case."""
     cases = []
 
-    def add(name, tp, batch, path_weights=None, irrep_norm="component", path_norm="element", variances=None):
+    def add(name, tp, batch, path_weights=None, irrep_norm="component", path_norm="element",
+            variances=None):
         options = {
             "irrep_normalization": irrep_norm,
             "path_normalization": path_norm,
@@ -44,12 +45,12 @@ def build_cases():
     # MACE interaction conv_tp: node features x spherical harmonics (lmax 3), per-edge weights.
     irreps1, irreps2 = "3x0e+3x1o+3x2e", "1x0e+1x1o+1x2e+1x3o"
     out, ins = mace_uvu(irreps1, irreps2, "0e+1o+2e+3o")
-    add("mace_uvu", o3.TensorProduct(irreps1, irreps2, out, ins, shared_weights=False, internal_weights=False), 3)
+    add("mace_uvu", o3.TensorProduct(irreps1, irreps2, out, ins, shared_weights=False), 3)
 
     # NequIP-like: both parities in the node features, SH with lmax 2.
     irreps1, irreps2 = "2x0e+2x1o+2x1e+2x2e", "0e+1o+2e"
     out, ins = mace_uvu(irreps1, irreps2, "0e+0o+1o+1e+2e+2o")
-    add("nequip_uvu", o3.TensorProduct(irreps1, irreps2, out, ins, shared_weights=False, internal_weights=False), 2)
+    add("nequip_uvu", o3.TensorProduct(irreps1, irreps2, out, ins, shared_weights=False), 2)
 
     # FullyConnectedTensorProduct (uvw), non-uniform multiplicities, shared weights, every
     # normalisation variant.
@@ -70,11 +71,14 @@ def build_cases():
         add(f"fctp_{irrep_norm}_{path_norm}", tp, 3, irrep_norm=irrep_norm, path_norm=path_norm)
 
     # FCTP with per-row weights (MACE's skip_tp with a one-hot species input, NequIP's sc).
-    tp = o3.FullyConnectedTensorProduct("4x0e+2x1o+2x2e", "3x0e", "3x0e+2x1o+1x2e", shared_weights=False)
+    tp = o3.FullyConnectedTensorProduct(
+        "4x0e+2x1o+2x2e", "3x0e", "3x0e+2x1o+1x2e", shared_weights=False
+    )
     add("fctp_per_row", tp, 3)
 
     # ElementwiseTensorProduct (uuu, no weights), l up to 4, multiplicities split by e3nn.
-    add("elementwise_uuu", o3.ElementwiseTensorProduct("3x0e+2x1o+2x2e+1x4e", "2x1o+3x2e+2x3o+1x4e"), 3)
+    tp = o3.ElementwiseTensorProduct("3x0e+2x1o+2x2e+1x4e", "2x1o+3x2e+2x3o+1x4e")
+    add("elementwise_uuu", tp, 3)
 
     # Explicit instructions: every mode, with and without weights, explicit path weights (one of
     # them 0), several instructions into one output (element normalisation sums their fan-in), l
@@ -104,10 +108,15 @@ def build_cases():
     pw = [i[5] for i in instructions]
     for shared in (True, False):
         tp = o3.TensorProduct(
-            irreps1, irreps2, irreps_out, instructions, shared_weights=shared, internal_weights=False
+            irreps1, irreps2, irreps_out, instructions, shared_weights=shared,
+            internal_weights=False,
         )
         add("explicit_shared" if shared else "explicit_per_row", tp, 3, path_weights=pw)
-    variances = [[1.0, 2.0, 0.5, 1.5, 3.0], [0.5, 2.0, 1.0, 4.0], [1.0, 0.5, 2.0, 1.0, 3.0, 0.25, 2.0]]
+    variances = [
+        [1.0, 2.0, 0.5, 1.5, 3.0],
+        [0.5, 2.0, 1.0, 4.0],
+        [1.0, 0.5, 2.0, 1.0, 3.0, 0.25, 2.0],
+    ]
     for path_norm in ("element", "path"):
         tp = o3.TensorProduct(
             irreps1,
