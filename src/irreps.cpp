@@ -128,7 +128,7 @@ int Irreps::lmax() const {
   for (const auto& mi : items_)
     if (mi.mul > 0) l = std::max(l, mi.ir.l());
   if (l < 0)
-    throw Error("lmax of an Irreps without any non-zero multiplicity is undefined: \"" + str() +
+    throw Error("lmax of an empty Irreps (no non-zero multiplicity) is undefined: \"" + str() +
                 "\"");
   return l;
 }
