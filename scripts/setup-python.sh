@@ -15,8 +15,8 @@ mkdir -p "$cache"
 
 declare -A requirements=(
   [e3nn]="e3nn==0.6.0 numpy pytest"
-  [mace]="mace-torch==0.3.16 safetensors numpy ase"
-  [nequip]="nequip==0.19.1 safetensors numpy ase"
+  [mace]="mace-torch==0.3.16 safetensors numpy ase pytest"
+  [nequip]="nequip==0.19.1 safetensors numpy ase pytest"
 )
 
 wanted=("$@")
