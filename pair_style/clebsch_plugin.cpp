@@ -7,12 +7,18 @@
 #include "version.h"
 
 #include "clebsch_info_command.h"
+#include "pair_clebsch.h"
 
 using namespace LAMMPS_NS;
 
 static Command *clebsch_info_creator(LAMMPS *lmp)
 {
   return new ClebschInfo(lmp);
+}
+
+static Pair *pair_clebsch_creator(LAMMPS *lmp)
+{
+  return new PairClebsch(lmp);
 }
 
 extern "C" void lammpsplugin_init(void *lmp, void *handle, void *regfunc)
@@ -27,5 +33,11 @@ extern "C" void lammpsplugin_init(void *lmp, void *handle, void *regfunc)
   plugin.author = "Clebsch developers";
   plugin.creator.v1 = (lammpsplugin_factory1 *) &clebsch_info_creator;
   plugin.handle = handle;
+  (*register_plugin)(&plugin, lmp);
+
+  plugin.style = "pair";
+  plugin.name = "clebsch";
+  plugin.info = "Clebsch MACE/NequIP pair style " CLEBSCH_VERSION;
+  plugin.creator.v1 = (lammpsplugin_factory1 *) &pair_clebsch_creator;
   (*register_plugin)(&plugin, lmp);
 }

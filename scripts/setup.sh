@@ -6,7 +6,7 @@ build=${CLEBSCH_BUILD_DIR:-$root/build}
 bash "$root/scripts/bootstrap.sh"
 lmp=$(grep -E '^LAMMPS_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2-)
 plugin="$build/pair_style/libclebschplugin.so"
-example="$root/examples/plugin-smoke"
+example="$root/examples/mace"
 printf '\n== Main example: %s\n' "$example" >&2
 cd "$example"
-"$lmp" -in in.smoke -var plugin "$plugin" -log none -nocite
+"$lmp" -in in.cuau-nvt -var plugin "$plugin" -log none -nocite

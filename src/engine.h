@@ -79,9 +79,13 @@ class Engine {
   virtual double r_max(int species_a, int species_b) const = 0;
   /// Number of message-passing layers (ghost exchanges per evaluation = layers - 1 each way).
   virtual int num_layers() const = 0;
+  /// Largest `width` the engine passes to GhostExchange (the caller sizes its buffers by it).
+  virtual int exchange_width() const = 0;
   /// Evaluates energies and dE/dvector. @p exchange may be null only when the graph has no
-  /// ghosts. @throws Error on an invalid graph (species out of range, edge index out of range,
-  /// vector longer than the cutoff).
+  /// ghosts. When it is given, every exchange is collective across MPI ranks: the engine makes
+  /// the same sequence of exchange calls on every rank, also when it has no local atoms or no
+  /// edges. @throws Error on an invalid graph (species out of range, edge index out of range,
+  /// vector longer than the cutoff, atoms closer than the engine's minimum distance).
   virtual void compute(const AtomGraph& graph, EngineResult& result,
                        GhostExchange* exchange) = 0;
 };

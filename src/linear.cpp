@@ -35,7 +35,7 @@ std::vector<LinearPath> default_paths(const Irreps& in, const Irreps& out,
     for (const auto& [j_in, j_out] : pairs)
       if (j_out == i_out)
         alpha += normalization == PathNormalization::kElement ? in[j_in].mul : in[i_in].mul;
-    if (alpha == 0) alpha = 1;
+    if (alpha == 0 || normalization == PathNormalization::kNone) alpha = 1;
     paths.push_back({i_in, i_out, std::pow(static_cast<double>(alpha), -0.5)});
   }
   return paths;

@@ -18,14 +18,13 @@
 #include <vector>
 
 #include "irreps.h"
+#include "tensor_product.h"
 
 namespace clebsch {
 
-/// How o3.Linear sets default path weights (its path_normalization argument).
-enum class PathNormalization {
-  kElement,  ///< alpha = sum of mul_in over the instructions into the same output (e3nn default)
-  kPath,     ///< alpha = (number of instructions into the same output) * this mul_in
-};
+// PathNormalization (tensor_product.h) is shared with the tensor product: o3.Linear takes
+// kElement (alpha = sum of mul_in over the instructions into the same output, e3nn's default),
+// kPath (alpha = number of those instructions times this mul_in) or kNone (alpha = 1).
 
 /// One path as a caller states it: input block, output block and weight, e.g. read from the
 /// `instructions` attribute of an exported module.

@@ -108,6 +108,31 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
       dim_in1_(irreps_in1_.dim()),
       dim_in2_(irreps_in2_.dim()),
       dim_out_(irreps_out_.dim()) {
+  init(std::move(instructions), nullptr);
+}
+
+TensorProduct TensorProduct::with_couplings(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps_out,
+                                            std::vector<Instruction> instructions,
+                                            const std::vector<std::vector<double>>& couplings,
+                                            bool shared_weights) {
+  TensorProduct tp;
+  tp.irreps_in1_ = std::move(irreps_in1);
+  tp.irreps_in2_ = std::move(irreps_in2);
+  tp.irreps_out_ = std::move(irreps_out);
+  tp.options_.shared_weights = shared_weights;
+  tp.explicit_couplings_ = true;
+  tp.dim_in1_ = tp.irreps_in1_.dim();
+  tp.dim_in2_ = tp.irreps_in2_.dim();
+  tp.dim_out_ = tp.irreps_out_.dim();
+  tp.init(std::move(instructions), &couplings);
+  return tp;
+}
+
+void TensorProduct::init(std::vector<Instruction> instructions,
+                         const std::vector<std::vector<double>>* couplings) {
+  if (couplings && couplings->size() != instructions.size())
+    throw Error("explicit couplings: " + std::to_string(couplings->size()) + " couplings for " +
+                std::to_string(instructions.size()) + " instructions");
   auto check_var = [](std::vector<double>& var, const Irreps& irreps, const char* name) {
     if (var.empty()) var.assign(irreps.size(), 1.0);
     if (var.size() != irreps.size())
@@ -200,6 +225,48 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
     const MulIrrep& b = irreps_in2_[ins.i_in2()];
     const MulIrrep& c = irreps_out_[ins.i_out()];
 
+    const std::vector<int> shape = path_shape(ins.mode(), a.mul, b.mul, c.mul);
+    int size = 1;
+    for (int s : shape) size *= s;
+    const int d1 = a.ir.dim(), d2 = b.ir.dim(), d3 = c.ir.dim();
+
+    if (couplings) {
+      // Given coupling: take its non-zeros as they are (the path weight is already inside).
+      const std::vector<double>& given = (*couplings)[n];
+      const std::string where = "instruction " + std::to_string(n) + " " + ins.str() + ": ";
+      if (given.size() != static_cast<std::size_t>(d1) * d2 * d3)
+        throw Error(where + "coupling has " + std::to_string(given.size()) +
+                    " values, expected (2l1+1)(2l2+1)(2l_out+1) = " + std::to_string(d1) + "*" +
+                    std::to_string(d2) + "*" + std::to_string(d3));
+      TensorProductPath path{ins,
+                             a.ir,
+                             b.ir,
+                             c.ir,
+                             a.mul,
+                             b.mul,
+                             c.mul,
+                             off1[ins.i_in1()],
+                             off2[ins.i_in2()],
+                             off_out[ins.i_out()],
+                             ins.path_weight(),
+                             shape,
+                             ins.has_weight() ? weight_offset : -1,
+                             ins.has_weight() ? size : 0,
+                             {}};
+      for (int i = 0; i < d1; ++i)
+        for (int j = 0; j < d2; ++j)
+          for (int k = 0; k < d3; ++k) {
+            const double value = given[(i * d2 + j) * d3 + k];
+            if (!std::isfinite(value))
+              throw Error(where + "coupling value [" + std::to_string(i) + "][" +
+                          std::to_string(j) + "][" + std::to_string(k) + "] is " + number(value));
+            if (value != 0) path.cg.push_back({i, j, k, value});
+          }
+      if (ins.has_weight()) weight_offset += size;
+      paths_.push_back(std::move(path));
+      continue;
+    }
+
     double alpha = 1;
     switch (options_.irrep_normalization) {
       case IrrepNormalization::kComponent:
@@ -240,10 +307,6 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
       throw Error("instruction " + std::to_string(n) + " " + ins.str() +
                   ": normalisation alpha=" + number(alpha) + " is negative or not finite");
 
-    const std::vector<int> shape = path_shape(ins.mode(), a.mul, b.mul, c.mul);
-    int size = 1;
-    for (int s : shape) size *= s;
-
     TensorProductPath path{ins,
                            a.ir,
                            b.ir,
@@ -264,7 +327,6 @@ TensorProduct::TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps
     if (path.coefficient != 0) {
       // CG in e3nn's real basis, m-ordering m = -l..l, Frobenius norm 1 (clebsch_gordan.h).
       const std::vector<double>& cg = wigner_3j(a.ir.l(), b.ir.l(), c.ir.l());
-      const int d1 = a.ir.dim(), d2 = b.ir.dim(), d3 = c.ir.dim();
       for (int i = 0; i < d1; ++i)
         for (int j = 0; j < d2; ++j)
           for (int k = 0; k < d3; ++k) {
@@ -281,6 +343,7 @@ std::string TensorProduct::str() const {
   std::string s = "TensorProduct(" + irreps_in1_.str() + " x " + irreps_in2_.str() + " -> " +
                   irreps_out_.str() + " | " + std::to_string(paths_.size()) + " instructions | " +
                   std::to_string(weight_numel_) + " weights";
+  if (explicit_couplings_) s += ", explicit couplings";
   return s + (options_.shared_weights ? ", shared)" : ", per row)");
 }
 

@@ -22,7 +22,8 @@
 //   uuw: out[w,k] += c sum_u  W[u,w]   sum_ij C_ijk x1[u,i] x2[u,j]
 //   uuu: out[u,k] += c        W[u]     sum_ij C_ijk x1[u,i] x2[u,j]
 // with W = 1 for an instruction without weights (e3nn then sums over the free index; uvw needs
-// weights, uuw without weights needs mul_out = 1, as in e3nn).
+// weights, uuw without weights needs mul_out = 1, as in e3nn). A product built by
+// TensorProduct::with_couplings uses a given coupling P_ijk in place of c C_ijk (exported models).
 #pragma once
 
 #include <cstdint>
@@ -101,7 +102,8 @@ struct TensorProductPath {
   /// Start of the instruction's blocks in the flat x1, x2 and out rows.
   int offset1, offset2, offset_out;
   /// e3nn's normalisation coefficient sqrt(alpha): what e3nn stores as the instruction's
-  /// path_weight after construction.
+  /// path_weight after construction. For explicit couplings (TensorProduct::with_couplings) the
+  /// instruction's path_weight, for reference only: cg already includes it.
   double coefficient;
   /// e3nn's path_shape (see the header comment).
   std::vector<int> path_shape;
@@ -110,7 +112,7 @@ struct TensorProductPath {
   /// Number of weights of this instruction (product of path_shape, 0 when it has none).
   int weight_size;
   /// Non-zeros of coefficient * wigner_3j(l1, l2, l_out), in (i, j, k) row-major order; empty
-  /// when the coefficient is 0.
+  /// when the coefficient is 0. For explicit couplings: the non-zeros of the given coupling.
   std::vector<CgEntry> cg;
 };
 
@@ -118,12 +120,34 @@ struct TensorProductPath {
 /// the layouts). The constructor validates every instruction.
 class TensorProduct {
  public:
+  /// The empty product (no irreps, no instructions, weight_numel 0), so that descriptions that
+  /// hold a TensorProduct by value can be default-constructed and filled in later.
+  TensorProduct() = default;
+
   /// @throws Error naming the instruction and the values when an index is out of range, the
   /// parity or triangle rule fails, the multiplicities do not fit the mode, a uvw instruction has
   /// no weights, a uuw instruction without weights has mul_out != 1, a variance list has the
   /// wrong length, or a normalisation coefficient would be negative or not finite.
   TensorProduct(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps_out,
                 std::vector<Instruction> instructions, TensorProductOptions options = {});
+
+  /// A product whose couplings are given instead of derived: couplings[n] is instruction n's
+  /// dense coupling P[i][j][k], row-major over (2l1+1, 2l2+1, 2l_out+1), with every
+  /// normalisation already folded in, and the kernels then compute, e.g. for uvu,
+  ///   out[u,k] += sum_v W[u,v] sum_ij P[i][j][k] x1[u,i] x2[v,j]
+  /// (the other modes likewise, with P in place of c*C). This is how an exported model states
+  /// its couplings (potentials/FORMAT.md, section 4.2 "cg"): the exporting module's own
+  /// Clebsch-Gordan signs (e3nn 0.4.4 and 0.6 differ for some odd l1+l2+l3 triples) and path
+  /// weight, so the host kernels evaluate exactly what the module evaluated. Nothing is derived
+  /// from wigner_3j and no normalisation option applies; each instruction's path_weight is kept
+  /// as its path's coefficient for reference only (it is not applied again).
+  /// @throws Error for everything the main constructor rejects except normalisation, and when
+  /// the number of couplings differs from the number of instructions, a coupling has the wrong
+  /// size, or holds a value that is not finite.
+  static TensorProduct with_couplings(Irreps irreps_in1, Irreps irreps_in2, Irreps irreps_out,
+                                      std::vector<Instruction> instructions,
+                                      const std::vector<std::vector<double>>& couplings,
+                                      bool shared_weights = true);
 
   const Irreps& irreps_in1() const { return irreps_in1_; }
   const Irreps& irreps_in2() const { return irreps_in2_; }
@@ -137,11 +161,19 @@ class TensorProduct {
   int weight_numel() const { return weight_numel_; }
   /// One entry per instruction, in the order given.
   const std::vector<TensorProductPath>& paths() const { return paths_; }
+  /// True when built by with_couplings(): the CG non-zeros are the given couplings, and the
+  /// normalisation fields of options() were not used.
+  bool explicit_couplings() const { return explicit_couplings_; }
   std::string str() const;
 
  private:
+  // Validates and derives everything; couplings is null for e3nn's derived CG.
+  void init(std::vector<Instruction> instructions,
+            const std::vector<std::vector<double>>* couplings);
+
   Irreps irreps_in1_, irreps_in2_, irreps_out_;
   TensorProductOptions options_;
+  bool explicit_couplings_ = false;
   int dim_in1_ = 0, dim_in2_ = 0, dim_out_ = 0, weight_numel_ = 0;
   std::vector<TensorProductPath> paths_;
 };

@@ -561,5 +561,154 @@ TEST(TensorProduct, RejectsBadInstructionValuesAndOptions) {
                "in2_var has 2 entries, irreps 1x0e has 1");
 }
 
+// --- explicit couplings (TensorProduct::with_couplings) -----------------------------------------
+
+// The dense coupling coefficient * wigner_3j of every path of `tp`: what an exporter probing an
+// e3nn 0.6 module writes as "cg".
+std::vector<Vec> dense_couplings(const TensorProduct& tp) {
+  std::vector<Vec> out;
+  for (const TensorProductPath& p : tp.paths()) {
+    Vec c = wigner_3j(p.ir1.l(), p.ir2.l(), p.ir_out.l());
+    for (double& v : c) v *= p.coefficient;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// The instructions of `tp` with the path weight e3nn reports after construction (its
+// coefficient), as an exported file states them.
+std::vector<Instruction> exported_instructions(const TensorProduct& tp) {
+  std::vector<Instruction> out;
+  for (const TensorProductPath& p : tp.paths())
+    out.emplace_back(p.ins.i_in1(), p.ins.i_in2(), p.ins.i_out(), p.ins.mode(), p.ins.has_weight(),
+                     p.coefficient);
+  return out;
+}
+
+TEST_P(TensorProductCase, ExplicitCouplingsEqualToDerivedGiveTheSameProduct) {
+  const TensorProduct derived = make(GetParam());
+  const TensorProduct given = TensorProduct::with_couplings(
+      derived.irreps_in1(), derived.irreps_in2(), derived.irreps_out(),
+      exported_instructions(derived), dense_couplings(derived), derived.shared_weights());
+  EXPECT_TRUE(given.explicit_couplings());
+  EXPECT_FALSE(derived.explicit_couplings());
+  ASSERT_EQ(given.weight_numel(), derived.weight_numel());
+  ASSERT_EQ(given.paths().size(), derived.paths().size());
+  for (std::size_t n = 0; n < given.paths().size(); ++n) {
+    const TensorProductPath &a = given.paths()[n], &b = derived.paths()[n];
+    EXPECT_EQ(a.weight_offset, b.weight_offset) << n;
+    EXPECT_EQ(a.path_shape, b.path_shape) << n;
+    EXPECT_EQ(a.offset_out, b.offset_out) << n;
+    EXPECT_DOUBLE_EQ(a.coefficient, b.coefficient) << n;
+    // Same non-zeros with the same values: the given coupling is coefficient * C entry by entry,
+    // so the kernels see identical tables.
+    ASSERT_EQ(a.cg.size(), b.cg.size()) << n;
+    for (std::size_t e = 0; e < a.cg.size(); ++e) {
+      EXPECT_EQ(a.cg[e].i, b.cg[e].i);
+      EXPECT_EQ(a.cg[e].j, b.cg[e].j);
+      EXPECT_EQ(a.cg[e].k, b.cg[e].k);
+      EXPECT_EQ(a.cg[e].c, b.cg[e].c);
+    }
+  }
+  const Batch b(derived, 3, 71);
+  EXPECT_EQ(forward(given, b, b.x1, b.x2, b.w), forward(derived, b, b.x1, b.x2, b.w));
+  const Grads ga = backward(given, b, b.x1, b.x2, b.w, b.g);
+  const Grads gb = backward(derived, b, b.x1, b.x2, b.w, b.g);
+  EXPECT_EQ(ga.x1, gb.x1);
+  EXPECT_EQ(ga.x2, gb.x2);
+  EXPECT_EQ(ga.w, gb.w);
+}
+
+TEST(TensorProduct, ExplicitCouplingSignIsHonoured) {
+  // MACE-like uvu product with non-natural-parity targets (1e, 2o: odd l1+l2+l3 paths); flip the
+  // sign of one odd path's coupling, as e3nn 0.4.4 differs from 0.6 for such triples. Every
+  // instruction writes its own output block, so exactly that block changes sign and every other
+  // block is unchanged.
+  const TensorProduct derived =
+      mace_uvu("3x0e+3x1o+3x2e", Irreps::spherical_harmonics(2), "0e+1o+1e+2e+2o", false);
+  std::vector<Vec> couplings = dense_couplings(derived);
+  std::size_t flipped = derived.paths().size();
+  for (std::size_t n = 0; n < derived.paths().size(); ++n) {
+    const TensorProductPath& p = derived.paths()[n];
+    if ((p.ir1.l() + p.ir2.l() + p.ir_out.l()) % 2 == 1) {
+      flipped = n;
+      break;
+    }
+  }
+  ASSERT_LT(flipped, derived.paths().size()) << "the case needs an odd l1+l2+l3 path";
+  for (double& v : couplings[flipped]) v = -v;
+  const TensorProduct given = TensorProduct::with_couplings(
+      derived.irreps_in1(), derived.irreps_in2(), derived.irreps_out(),
+      exported_instructions(derived), couplings, derived.shared_weights());
+  const Batch b(derived, 2, 5);
+  const Vec yd = forward(derived, b, b.x1, b.x2, b.w), yg = forward(given, b, b.x1, b.x2, b.w);
+  const TensorProductPath& p = derived.paths()[flipped];
+  const int begin = p.offset_out, end = p.offset_out + p.mul_out * p.ir_out.dim();
+  int changed = 0;
+  for (int r = 0; r < b.B; ++r)
+    for (int k = 0; k < derived.dim_out(); ++k) {
+      const double d = yd[r * derived.dim_out() + k], g = yg[r * derived.dim_out() + k];
+      if (k >= begin && k < end) {
+        EXPECT_EQ(g, -d) << "row " << r << " component " << k;
+        changed += d != 0;
+      } else {
+        EXPECT_EQ(g, d) << "row " << r << " component " << k;
+      }
+    }
+  EXPECT_GT(changed, 0);
+}
+
+TEST(TensorProduct, ExplicitCouplingIsContractedAsGiven) {
+  // 1o x 1o -> 0e, uvw with a hand-written coupling P[i][j][0] = s * delta_ij (not wigner_3j's
+  // 1/sqrt(3)): out[w] = s * sum_uv W[u,v,w] (a_u . b_v), worked out directly.
+  const double s = -0.7;
+  Vec P(9, 0.0);
+  for (int i = 0; i < 3; ++i) P[i * 3 + i] = s;
+  const TensorProduct tp = TensorProduct::with_couplings(
+      "2x1o", "1x1o", "2x0e", {Instruction(0, 0, 0, "uvw", true, 0.5)}, {P}, true);
+  EXPECT_EQ(tp.paths()[0].coefficient, 0.5);  // kept for reference, not applied
+  ASSERT_EQ(tp.weight_numel(), 4);
+  const Vec x1 = randn(6, 11), x2 = randn(3, 12), w = randn(4, 13);
+  Vec out(2);
+  tensor_product_forward<double>(tp, 1, x1.data(), x2.data(), w.data(), out.data());
+  for (int o = 0; o < 2; ++o) {
+    double expect = 0;
+    for (int u = 0; u < 2; ++u) {
+      const double ab = x1[u * 3] * x2[0] + x1[u * 3 + 1] * x2[1] + x1[u * 3 + 2] * x2[2];
+      expect += s * w[(u * 1 + 0) * 2 + o] * ab;
+    }
+    EXPECT_NEAR(out[o], expect, 1e-15);
+  }
+}
+
+TEST(TensorProduct, ExplicitCouplingsAreValidated) {
+  const Vec ok(9, 0.1);
+  expect_error(
+      [&] {
+        TensorProduct::with_couplings("1x1o", "1x1o", "1x0e", {Instruction(0, 0, 0, "uvw")},
+                                      {ok, ok});
+      },
+      "2 couplings for 1 instructions");
+  expect_error(
+      [&] {
+        TensorProduct::with_couplings("1x1o", "1x1o", "1x0e", {Instruction(0, 0, 0, "uvw")},
+                                      {Vec(8, 0.1)});
+      },
+      "coupling has 8 values, expected (2l1+1)(2l2+1)(2l_out+1) = 3*3*1");
+  Vec bad = ok;
+  bad[4] = std::nan("");
+  expect_error(
+      [&] {
+        TensorProduct::with_couplings("1x1o", "1x1o", "1x0e", {Instruction(0, 0, 0, "uvw")}, {bad});
+      },
+      "coupling value [1][1][0] is nan");
+  // The selection rules still apply: a given coupling does not make 1o x 1o -> 0o allowed.
+  expect_error(
+      [&] {
+        TensorProduct::with_couplings("1x1o", "1x1o", "1x0o", {Instruction(0, 0, 0, "uvw")}, {ok});
+      },
+      "parity violated");
+}
+
 }  // namespace
 }  // namespace clebsch

@@ -1,0 +1,88 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// pair_style clebsch: MACE and NequIP models exported to Clebsch's file format, evaluated by the
+// native engine (src/ on the host). Glue only: settings() parses keywords, coeff() loads the model
+// and maps LAMMPS types to model species by element name, init_style() requests a full neighbor
+// list and checks units and atom IDs, compute() builds the atomic graph, runs the engine and
+// turns its per-edge gradients into forces, energies and virials (global and per atom).
+//
+// On one MPI rank, ghost atoms are replaced by their owners (found by tag), so no work is done
+// twice and nothing is exchanged. On several ranks, ghosts are graph nodes whose features the
+// engine receives after every layer through forward communication, and whose gradients it
+// returns through reverse communication (GhostExchange below).
+
+#ifdef PAIR_CLASS
+// clang-format off
+PairStyle(clebsch,PairClebsch);
+// clang-format on
+#else
+
+#ifndef LMP_PAIR_CLEBSCH_H
+#define LMP_PAIR_CLEBSCH_H
+
+#include "pair.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace clebsch {
+class Engine;
+struct EngineResult;
+}
+
+namespace LAMMPS_NS {
+
+class PairClebsch : public Pair {
+ public:
+  PairClebsch(class LAMMPS *);
+  ~PairClebsch() override;
+
+  void compute(int, int) override;
+  void settings(int, char **) override;
+  void coeff(int, char **) override;
+  void init_style() override;
+  double init_one(int, int) override;
+  double memory_usage() override;
+
+  int pack_forward_comm(int, int *, double *, int, int *) override;
+  void unpack_forward_comm(int, int, double *) override;
+  int pack_reverse_comm(int, int, double *) override;
+  void unpack_reverse_comm(int, int *, double *) override;
+
+  /// Forward/reverse communication of a row-major per-atom buffer of @p width values (the
+  /// engine's node features or their gradients), used between message-passing layers.
+  template <typename T> void exchange_forward(T *rows, int width);
+  template <typename T> void exchange_reverse(T *rows, int width);
+
+ protected:
+  void allocate();
+  void build_graph();
+  void tally(const clebsch::EngineResult &result);
+
+  std::string precision_name_;
+  std::string device_name_;
+  std::unique_ptr<clebsch::Engine> engine_;
+  std::vector<int> type_to_species_;   // [ntypes+1], -1 for unmapped
+  std::vector<double> cutsq_directed_; // [ntypes+1][ntypes+1], [centre type][neighbor type]
+  std::vector<int> owner_of_tag_;      // one rank: local index of each atom ID
+  double cutoff_;
+
+  // The graph of the current step (node index = LAMMPS atom index, or owner on one rank).
+  std::vector<int> species_, center_, neighbor_;
+  std::vector<double> vector_;
+  std::vector<int> neighbor_atom_;      // LAMMPS index of each edge's neighbor (ghost or local)
+  bool owners_only_ = true;             // true: ghosts replaced by their owners (one rank)
+
+  // Communication state: what pack/unpack move during the current exchange.
+  enum class CommMode { kNone, kFeaturesDouble, kFeaturesFloat, kGhostTally };
+  CommMode comm_mode_ = CommMode::kNone;
+  void *comm_rows_ = nullptr;
+  int comm_width_ = 0;
+  std::vector<double> ghost_forces_;    // [nall][3 force + 6 virial] when newton pair is off
+};
+
+}    // namespace LAMMPS_NS
+
+#endif
+#endif
