@@ -1,0 +1,253 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// schedule(): groups, shared-memory plan and launch configuration of each pass (see
+// tp_schedule.h). Pure: depends only on its arguments.
+#include "tp_schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "error.h"
+
+namespace clebsch::cuda {
+namespace {
+
+constexpr int kWarpSize = 32;
+
+int round_up(int x, int a) { return (x + a - 1) / a * a; }
+
+// Live values per lane of a group in a pass: the registers the unrolled code keeps at once
+// (accumulators, gathered operands, gradient partials, one path's temporaries).
+// Gathered operands per edge and lane: the values Ops of the emitted group holds.
+int operand_values(Pass pass, const TpProblem& p, const std::vector<int>& paths,
+                   const std::set<int>& out, const std::set<int>& in1) {
+  int d1 = 0, d_out = 0, weights = 0;
+  for (int a : in1) d1 += p.in1()[a].dim();
+  for (int o : out) d_out += p.out()[o].dim();
+  for (int n : paths)
+    if (p.paths()[n].has_weight) weights += p.in2()[p.paths()[n].in2].mul;
+  switch (pass) {
+    case Pass::kForward: return d1 + weights;
+    case Pass::kBackward: return d1 + weights + d_out;
+    case Pass::kDoubleForward: return 2 * (d1 + weights);
+    case Pass::kDoubleBackward: return 2 * (d1 + weights) + d_out;
+  }
+  return 0;
+}
+
+int live_values(Pass pass, const TpProblem& p, const std::set<int>& out, const std::set<int>& in1,
+                const std::set<int>& in2) {
+  int d_out = 0, d1 = 0, d2 = 0, max_d3 = 0;
+  for (int o : out) d_out += p.out()[o].dim(), max_d3 = std::max(max_d3, p.out()[o].dim());
+  for (int a : in1) d1 += p.in1()[a].dim();
+  for (int b : in2) d2 += p.in2()[b].mul * p.in2()[b].dim();
+  switch (pass) {
+    case Pass::kForward: return d_out + d1 + d2 + max_d3;
+    case Pass::kBackward: return 2 * d1 + d_out + 2 * d2 + max_d3;
+    case Pass::kDoubleForward: return d_out + 2 * d1 + 2 * d2 + 2 * max_d3;
+    case Pass::kDoubleBackward: return 3 * d1 + d_out + 3 * d2 + 2 * max_d3;
+  }
+  return 0;
+}
+
+std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int prefetch_regs) {
+  std::vector<std::vector<int>> paths_into(p.out().size());
+  for (std::size_t n = 0; n < p.paths().size(); ++n) paths_into[p.paths()[n].out].push_back(int(n));
+
+  std::vector<Group> groups;
+  std::set<int> out, in1, in2;
+  int mul = -1;
+  auto close = [&]() {
+    if (out.empty()) return;
+    Group g;
+    g.out_blocks.assign(out.begin(), out.end());
+    for (int o : g.out_blocks)
+      for (int n : paths_into[o]) g.paths.push_back(n);
+    std::sort(g.paths.begin(), g.paths.end());
+    g.in1_blocks.assign(in1.begin(), in1.end());
+    g.in2_blocks.assign(in2.begin(), in2.end());
+    g.mul = mul;
+    g.chunks = (mul + kWarpSize - 1) / kWarpSize;
+    g.live_values = live_values(pass, p, out, in1, in2);
+    g.operand_values = operand_values(pass, p, g.paths, out, in1);
+    g.prefetch = g.operand_values * size_of(p.dtype()) / 4 <= prefetch_regs;
+    groups.push_back(std::move(g));
+    out.clear(), in1.clear(), in2.clear();
+  };
+  // Output blocks are visited by multiplicity (in order of first appearance), so that
+  // non-uniform multiplicities cost one chunk loop per multiplicity, and within one
+  // multiplicity in units of the blocks that one first-operand block feeds: a unit that fits
+  // joins the current group whole or starts the next one, so that each group gathers few x
+  // blocks and, across the groups of a pass, each x value is gathered about once per edge (for
+  // MACE, where every output block has one instruction, exactly once). A unit larger than the
+  // budget is split block by block.
+  std::vector<int> muls;
+  for (const TpBlock& b : p.out())
+    if (std::find(muls.begin(), muls.end(), b.mul) == muls.end()) muls.push_back(b.mul);
+  auto feeder = [&](int o) {
+    int a = int(p.in1().size());
+    for (int n : paths_into[o]) a = std::min(a, p.paths()[n].in1);
+    return a;
+  };
+  auto cost_with = [&](const std::vector<int>& blocks) {
+    std::set<int> o2 = out, a2 = in1, b2 = in2;
+    for (int o : blocks) {
+      o2.insert(o);
+      for (int n : paths_into[o]) a2.insert(p.paths()[n].in1), b2.insert(p.paths()[n].in2);
+    }
+    return live_values(pass, p, o2, a2, b2);
+  };
+  auto add = [&](const std::vector<int>& blocks) {
+    for (int o : blocks) {
+      out.insert(o);
+      for (int n : paths_into[o]) in1.insert(p.paths()[n].in1), in2.insert(p.paths()[n].in2);
+    }
+  };
+  for (int m : muls) {
+    if (!out.empty()) close();
+    mul = m;
+    // Units: blocks of this multiplicity with instructions, by feeding block, in block order.
+    // Blocks nobody writes to and blocks of zero channels are zero-filled by the emitted code.
+    std::map<int, std::vector<int>> units;
+    for (std::size_t o = 0; o < p.out().size(); ++o)
+      if (p.out()[o].mul == m && m > 0 && !paths_into[o].empty())
+        units[feeder(int(o))].push_back(int(o));
+    for (const auto& [a, blocks] : units) {
+      if (cost_with(blocks) <= budget) {
+        add(blocks);
+        continue;
+      }
+      close();
+      if (cost_with(blocks) <= budget) {
+        add(blocks);
+        continue;
+      }
+      for (int o : blocks) {
+        if (!out.empty() && cost_with({o}) > budget) close();
+        add({o});
+      }
+    }
+  }
+  close();
+  return groups;
+}
+
+}  // namespace
+
+std::string DeviceLimits::arch() const {
+  return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor);
+}
+
+std::string to_string(Pass pass) {
+  switch (pass) {
+    case Pass::kForward: return "forward";
+    case Pass::kBackward: return "backward";
+    case Pass::kDoubleForward: return "double_forward";
+    case Pass::kDoubleBackward: return "double_backward";
+  }
+  return "?";
+}
+
+std::string kernel_name(Pass pass, int group) {
+  return "clebsch_conv_" + to_string(pass) + "_g" + std::to_string(group);
+}
+
+bool is_receiver_pass(Pass pass) {
+  return pass == Pass::kForward || pass == Pass::kDoubleForward;
+}
+
+int PassSchedule::units() const {
+  int n = 0;
+  for (const Group& g : groups) n += g.chunks;
+  return n;
+}
+
+Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
+                  const ScheduleOptions& options) {
+  if (options.warps_per_block < 1 ||
+      options.warps_per_block * kWarpSize > limits.max_threads_per_block)
+    throw CapacityError("warps_per_block=" + std::to_string(options.warps_per_block) +
+                        " does not fit max_threads_per_block=" +
+                        std::to_string(limits.max_threads_per_block));
+  if (options.max_tile < 1 || options.max_tile_atomic < 1)
+    throw Error("max_tile and max_tile_atomic must be >= 1");
+  const int elem = size_of(problem.dtype());
+  const int budget =
+      problem.dtype() == DType::kFloat32 ? options.budget_float32 : options.budget_float64;
+  const int dim2 = problem.dim_in2();
+
+  Schedule s;
+  s.limits = limits;
+  s.options = options;
+  for (int n = 0; n < kNumPasses; ++n) {
+    const Pass pass = static_cast<Pass>(n);
+    const bool with_dy = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
+    PassSchedule ps;
+    ps.pass = pass;
+    ps.groups = make_groups(pass, problem, budget, options.prefetch_registers);
+
+    // Tile: the largest power of two up to max_tile whose staged rows stay near the per-warp
+    // target, so that several blocks still fit one multiprocessor.
+    const bool with_gy = !is_receiver_pass(pass);
+    const int row_bytes = std::max(1, dim2 * elem * (1 + with_dy + with_gy));
+    const int max_tile = problem.accumulation() == Accumulation::kAtomic
+                             ? options.max_tile_atomic
+                             : options.max_tile;
+    int tile = 1;
+    while (tile * 2 <= max_tile && tile * 2 * row_bytes <= options.staged_bytes_per_warp)
+      tile *= 2;
+    SharedMemoryPlan& sm = ps.smem;
+    sm.tile = tile;
+    sm.edge_offset = 0;
+    sm.sender_offset = 4 * tile;
+    sm.receiver_offset = 8 * tile;
+    int at = round_up(12 * tile, 16);
+    auto region = [&](bool present) {
+      if (!present) return -1;
+      const int off = at;
+      at = round_up(at + tile * dim2 * elem, 16);
+      return off;
+    };
+    sm.y_offset = region(true);
+    sm.dy_offset = region(with_dy);
+    sm.gy_offset = region(with_gy);
+    sm.bytes_per_warp = at;
+
+    LaunchConfig& lc = ps.launch;
+    lc.warps_per_block = options.warps_per_block;
+    lc.threads_per_block = options.warps_per_block * kWarpSize;
+    lc.shared_bytes = sm.bytes_per_warp * options.warps_per_block;
+    if (lc.shared_bytes > limits.max_shared_per_block)
+      throw CapacityError(to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
+                          " bytes of shared memory per block (" +
+                          std::to_string(options.warps_per_block) + " warps x " +
+                          std::to_string(sm.bytes_per_warp) + ") exceed the device's " +
+                          std::to_string(limits.max_shared_per_block) +
+                          "; retry with fewer warps per block");
+    s.passes.push_back(std::move(ps));
+  }
+  if (problem.accumulation() == Accumulation::kAtomic)
+    s.strategy = WarpPerEdgeTile{s.passes[0].smem.tile};
+  else
+    s.strategy = WarpPerNode{s.passes[0].smem.tile};
+  return s;
+}
+
+std::string Schedule::str() const {
+  std::ostringstream os;
+  if (std::holds_alternative<WarpPerEdgeTile>(strategy))
+    os << "WarpPerEdgeTile(" << std::get<WarpPerEdgeTile>(strategy).edges_per_tile << ")";
+  else
+    os << "WarpPerNode(" << std::get<WarpPerNode>(strategy).edges_per_stage << ")";
+  os << " on " << limits.arch();
+  for (const PassSchedule& p : passes) {
+    os << "; " << to_string(p.pass) << ": " << p.groups.size() << " groups, " << p.units()
+       << " units, tile " << p.smem.tile << ", " << p.launch.warps_per_block << " warps, "
+       << p.launch.shared_bytes << " B shared";
+  }
+  return os.str();
+}
+
+}  // namespace clebsch::cuda

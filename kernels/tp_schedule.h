@@ -1,0 +1,157 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Stage 2 of the kernel generator: the schedule. schedule(problem, limits) is a pure function
+// that makes every tuning decision the emitted source follows:
+//   - the strategy (a tag type): WarpPerEdgeTile (atomic accumulation: a warp owns a tile of
+//     consecutive edges, merges runs of equal receivers in registers and flushes them with
+//     atomic adds) or WarpPerNode (deterministic: a warp owns one output row, a receiver in the
+//     receiver passes and a sender in the sender passes, and sums its CSR edges in order);
+//   - lanes over channels: lane l of chunk c works on channel u = 32c + l of every block;
+//   - groups: the output blocks cut into groups whose per-lane live values (accumulators,
+//     gathered inputs, gradients) fit a register budget; all blocks of a group have the same
+//     multiplicity, so a group runs over ceil(mul/32) chunks with no idle lanes but the last;
+//     each group is one kernel; one group-chunk pair is a "unit" of work (a grid row of a
+//     receiver-pass kernel, an inner loop iteration of a sender-pass kernel);
+//   - the shared-memory plan: per warp, the staged edge ids, senders, receivers and the edge
+//     attribute rows Y (and dY) of one edge tile, loaded coalesced and kept resident while
+//     all chunks of a group run over them;
+//   - the launch configuration of each kernel.
+// It needs no GPU: DeviceLimits is a plain value (DeviceLimits::h200() for tests and CI).
+#pragma once
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tp_problem.h"
+
+namespace clebsch::cuda {
+
+/// What the schedule needs to know about the device.
+struct DeviceLimits {
+  int sm_major = 9, sm_minor = 0;
+  int num_sms = 132;
+  /// Largest dynamic shared memory one block may opt into.
+  int max_shared_per_block = 227 * 1024;
+  int max_shared_per_sm = 228 * 1024;
+  int max_threads_per_block = 1024;
+  /// The H200 (sm_90) as measured; for schedules made without a device.
+  static DeviceLimits h200() { return {}; }
+  /// "sm_90".
+  std::string arch() const;
+};
+
+/// Atomic accumulation: a warp owns edges [tile*k, tile*(k+1)).
+struct WarpPerEdgeTile {
+  int edges_per_tile;
+};
+/// Deterministic accumulation: a warp owns one output row and stages its CSR edges
+/// edges_per_stage at a time.
+struct WarpPerNode {
+  int edges_per_stage;
+};
+/// The strategy, chosen from the problem's accumulation mode.
+using Strategy = std::variant<WarpPerEdgeTile, WarpPerNode>;
+
+/// The four kernels of a module.
+enum class Pass {
+  /// out[r] = sum_e TP(x[s], Y[e], W[e]) (receiver pass).
+  kForward,
+  /// grad_x (scattered to senders), grad_Y and grad_W per edge, from grad_out (sender pass).
+  kBackward,
+  /// Double backward, receiver pass: grad_grad_out from the cotangents (dx, dY, dW).
+  kDoubleForward,
+  /// Double backward, sender pass: grad_x, grad_Y, grad_W from the cotangents.
+  kDoubleBackward
+};
+inline constexpr int kNumPasses = 4;
+std::string to_string(Pass pass);
+/// Entry-point name of the kernel of group @p group of @p pass in the generated module. Each
+/// group is its own kernel, so that the register allocation of one group does not limit the
+/// occupancy of another; the launcher runs a pass's group kernels in order on one stream.
+std::string kernel_name(Pass pass, int group);
+/// Receiver passes run one grid row per chunk; sender passes loop over the chunks in a warp.
+bool is_receiver_pass(Pass pass);
+
+/// A set of output blocks (of one multiplicity) computed together, with the paths into them and
+/// the input blocks they read.
+struct Group {
+  std::vector<int> out_blocks;
+  std::vector<int> paths;
+  std::vector<int> in1_blocks;
+  std::vector<int> in2_blocks;
+  int mul;
+  /// ceil(mul / 32).
+  int chunks;
+  /// Estimated live values per lane (the quantity the budget bounds).
+  int live_values;
+  /// Per-edge gathered operands per lane (x, dx, W, dW and grad_out values of the group).
+  int operand_values;
+  /// Load the next edge's operands while computing the current one (software pipelining:
+  /// twice the operand registers, one memory latency hidden per edge).
+  bool prefetch;
+};
+
+/// Per-warp shared memory: byte offsets of the staged arrays and the total. dy_offset (double
+/// passes) and gy_offset (sender passes: the grad_Y rows of the tile, summed over the lanes and
+/// chunks before one coalesced write per value) are -1 when absent.
+struct SharedMemoryPlan {
+  int tile;  ///< edges staged at a time
+  int edge_offset, sender_offset, receiver_offset, y_offset, dy_offset, gy_offset;
+  int bytes_per_warp;
+};
+
+/// Launch shape of one kernel. The grid's x extent depends on the edge or node count and is
+/// computed at launch by the launcher: ceil(work items / warps_per_block), a work item being an
+/// edge tile (WarpPerEdgeTile) or an output row (WarpPerNode).
+struct LaunchConfig {
+  int warps_per_block;
+  int threads_per_block;
+  int shared_bytes;  ///< dynamic shared memory per block
+};
+
+/// The schedule of one pass.
+struct PassSchedule {
+  Pass pass;
+  std::vector<Group> groups;
+  SharedMemoryPlan smem;
+  LaunchConfig launch;
+  /// Total group-chunk units.
+  int units() const;
+};
+
+/// Tuning knobs; the defaults are the tuned values. The caller may retry with fewer warps when
+/// schedule() throws CapacityError.
+struct ScheduleOptions {
+  int warps_per_block = 4;
+  /// Per-lane live-value budget for float32 and float64 (a float64 value takes two registers).
+  int budget_float32 = 72;
+  int budget_float64 = 56;
+  /// Largest edge tile; smaller when the staged rows would not leave room for occupancy.
+  /// Atomic mode prefers longer tiles: fewer rows are split between two tiles (two flushes).
+  int max_tile = 32;
+  int max_tile_atomic = 64;
+  /// Prefetch when a group's operands take at most this many 32-bit registers.
+  int prefetch_registers = 64;
+  /// Target bytes of staged edge attributes per warp when choosing the tile.
+  int staged_bytes_per_warp = 8192;
+};
+
+/// The whole module's schedule.
+struct Schedule {
+  Strategy strategy;
+  std::vector<PassSchedule> passes;  ///< indexed by Pass
+  DeviceLimits limits;
+  ScheduleOptions options;
+  const PassSchedule& pass(Pass p) const { return passes.at(static_cast<int>(p)); }
+  /// Human-readable summary (strategy, groups per pass, shared memory, launch).
+  std::string str() const;
+};
+
+/// Makes every tuning decision for @p problem on a device with @p limits.
+/// @throws CapacityError when the per-block shared memory exceeds the device (retry with fewer
+/// warps_per_block) or a single output block alone cannot be scheduled.
+Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
+                  const ScheduleOptions& options = {});
+
+}  // namespace clebsch::cuda

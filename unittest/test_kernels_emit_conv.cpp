@@ -1,0 +1,109 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Tests of kernels/emit_conv (no GPU): the output is byte-for-byte deterministic, starts with
+// the problem hash and generator version, names each instruction it implements, carries every
+// CG coefficient as an exact literal of the right type, and is pinned by a golden file for a
+// small problem (set CLEBSCH_UPDATE_GOLDEN=1 to rewrite the golden file after a deliberate
+// generator change, and bump kGeneratorVersion).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "conv_shapes.h"
+#include "emit_conv.h"
+#include "kernels/kernel_test_util.h"
+
+namespace clebsch::cuda {
+namespace {
+
+TpProblem small_problem(DType dtype, Accumulation acc) {
+  return TpProblem::from_tensor_product(
+      conv_tensor_product(Irreps("2x0e+2x1o"), Irreps("0e+1o"), Irreps("2x0e+2x1o")), dtype,
+      acc);
+}
+
+std::string emit(const TpProblem& p) {
+  return emit_conv_module(p, schedule(p, DeviceLimits::h200()));
+}
+
+TEST(EmitConv, IsDeterministic) {
+  for (const auto& shape : test::test_shapes()) {
+    const TpProblem a = TpProblem::from_tensor_product(shape.tp, DType::kFloat64,
+                                                       Accumulation::kDeterministic);
+    const TpProblem b = TpProblem::from_tensor_product(shape.tp, DType::kFloat64,
+                                                       Accumulation::kDeterministic);
+    EXPECT_EQ(emit(a), emit(b)) << shape.name;
+  }
+}
+
+TEST(EmitConv, FirstLineRecordsHashAndGeneratorVersion) {
+  const TpProblem p = small_problem(DType::kFloat32, Accumulation::kAtomic);
+  const std::string src = emit(p);
+  const std::string first = src.substr(0, src.find('\n'));
+  EXPECT_EQ(first, "// clebsch conv module | problem " + p.hash_hex() + " | generator " +
+                       std::to_string(kGeneratorVersion));
+}
+
+TEST(EmitConv, NamesEveryInstructionAndEveryKernel) {
+  const TpProblem p = TpProblem::from_tensor_product(test::test_shapes()[0].tp,
+                                                     DType::kFloat32, Accumulation::kAtomic);
+  const std::string src = emit(p);
+  for (std::size_t n = 0; n < p.paths().size(); ++n)
+    EXPECT_NE(src.find("// instruction " + std::to_string(n) + " " + p.paths()[n].description),
+              std::string::npos)
+        << n;
+  const Schedule sch = schedule(p, DeviceLimits::h200());
+  for (const PassSchedule& ps : sch.passes)
+    for (std::size_t g = 0; g < ps.groups.size(); ++g)
+      EXPECT_NE(src.find(kernel_name(ps.pass, int(g)) + "(ConvArgs a)"), std::string::npos);
+}
+
+TEST(EmitConv, CoefficientsAreExactLiteralsOfTheType) {
+  EXPECT_EQ(emit_literal(1.0, DType::kFloat64), "1.0");
+  EXPECT_EQ(emit_literal(1.0, DType::kFloat32), "1.0f");
+  EXPECT_EQ(emit_literal(0.1, DType::kFloat32), "0.1f");
+  EXPECT_EQ(emit_literal(-0.5, DType::kFloat64), "-0.5");
+  EXPECT_EQ(emit_literal(1e-20, DType::kFloat64), "1e-20");
+  // Round trip: the literal reads back to exactly static_cast<T>(c) (what the host uses).
+  const TpProblem p = small_problem(DType::kFloat64, Accumulation::kAtomic);
+  const std::string src = emit(p);
+  for (const TpPath& path : p.paths())
+    for (const CgEntry& e : path.cg) {
+      const std::string l = emit_literal(e.c, DType::kFloat64);
+      EXPECT_EQ(std::stod(l), e.c);
+      EXPECT_NE(src.find("madd(" + l + ","), std::string::npos) << l;
+      const std::string f = emit_literal(e.c, DType::kFloat32);
+      EXPECT_EQ(std::stof(f), static_cast<float>(e.c));
+    }
+}
+
+TEST(EmitConv, MatchesTheGoldenSource) {
+  const std::string path =
+      std::string(CLEBSCH_KERNELS_GOLDEN_DIR) + "/golden_conv_2x0e+2x1o_f32_atomic.cu";
+  const std::string src = emit(small_problem(DType::kFloat32, Accumulation::kAtomic));
+  if (const char* update = std::getenv("CLEBSCH_UPDATE_GOLDEN"); update && *update == '1') {
+    std::ofstream(path, std::ios::binary) << src;
+    GTEST_SKIP() << "golden file rewritten: " << path;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << "missing golden file " << path
+                  << " (run with CLEBSCH_UPDATE_GOLDEN=1 to create it)";
+  std::stringstream golden;
+  golden << in.rdbuf();
+  EXPECT_TRUE(golden.str() == src)
+      << "generated source differs from " << path
+      << "; if the change is deliberate, bump kGeneratorVersion and rerun with "
+         "CLEBSCH_UPDATE_GOLDEN=1";
+}
+
+TEST(EmitConv, AccumulationModeIsACompileTimeConstant) {
+  const std::string src = emit(small_problem(DType::kFloat64, Accumulation::kDeterministic));
+  EXPECT_NE(src.find("constexpr bool kDeterministic = true;"), std::string::npos);
+  const std::string atomic = emit(small_problem(DType::kFloat64, Accumulation::kAtomic));
+  EXPECT_NE(atomic.find("constexpr bool kDeterministic = false;"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace clebsch::cuda

@@ -1,0 +1,160 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Tests of kernels/tp_schedule (no GPU): every path is computed exactly once per pass, groups
+// hold one multiplicity and respect the live-value budget, the shared-memory plan is aligned
+// and fits the device, launch shapes follow the strategy, and a device with too little shared
+// memory gives CapacityError that a retry with fewer warps resolves.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "conv_shapes.h"
+#include "error.h"
+#include "kernels/kernel_test_util.h"
+#include "tp_schedule.h"
+
+namespace clebsch::cuda {
+namespace {
+
+using test::test_shapes;
+
+class ScheduleShapes : public ::testing::TestWithParam<std::tuple<std::string, DType>> {};
+
+TEST_P(ScheduleShapes, CoversEveryPathOnceAndRespectsTheBudget) {
+  const auto [name, dtype] = GetParam();
+  const ConvShape shape = benchmark_shape(name);
+  const TpProblem p = TpProblem::from_tensor_product(
+      conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), dtype,
+      Accumulation::kAtomic);
+  const ScheduleOptions opt;
+  const Schedule s = schedule(p, DeviceLimits::h200(), opt);
+  const int budget = dtype == DType::kFloat32 ? opt.budget_float32 : opt.budget_float64;
+  ASSERT_EQ(s.passes.size(), std::size_t(kNumPasses));
+  for (const PassSchedule& ps : s.passes) {
+    std::vector<int> seen(p.paths().size(), 0);
+    std::set<int> outs;
+    for (const Group& g : ps.groups) {
+      EXPECT_EQ(g.chunks, (g.mul + 31) / 32);
+      if (g.out_blocks.size() > 1) EXPECT_LE(g.live_values, budget) << to_string(ps.pass);
+      for (int o : g.out_blocks) {
+        EXPECT_EQ(p.out()[o].mul, g.mul);
+        EXPECT_TRUE(outs.insert(o).second) << "output block in two groups";
+      }
+      for (int n : g.paths) {
+        ++seen[n];
+        const TpPath& path = p.paths()[n];
+        EXPECT_NE(std::find(g.out_blocks.begin(), g.out_blocks.end(), path.out),
+                  g.out_blocks.end());
+        EXPECT_NE(std::find(g.in1_blocks.begin(), g.in1_blocks.end(), path.in1),
+                  g.in1_blocks.end());
+        EXPECT_NE(std::find(g.in2_blocks.begin(), g.in2_blocks.end(), path.in2),
+                  g.in2_blocks.end());
+      }
+    }
+    for (std::size_t n = 0; n < seen.size(); ++n)
+      EXPECT_EQ(seen[n], 1) << to_string(ps.pass) << " path " << n;
+    const SharedMemoryPlan& sm = ps.smem;
+    EXPECT_EQ(sm.y_offset % 16, 0);
+    EXPECT_EQ(sm.bytes_per_warp % 16, 0);
+    EXPECT_GE(sm.y_offset, 12 * sm.tile);
+    EXPECT_LE(ps.launch.shared_bytes, DeviceLimits::h200().max_shared_per_block);
+    EXPECT_EQ(ps.launch.shared_bytes, sm.bytes_per_warp * ps.launch.warps_per_block);
+    const bool dbl = ps.pass == Pass::kDoubleForward || ps.pass == Pass::kDoubleBackward;
+    EXPECT_EQ(sm.dy_offset >= 0, dbl);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BenchmarkShapes, ScheduleShapes,
+    ::testing::Combine(::testing::Values("mace-medium", "mace-large", "nequip-benzene",
+                                         "nequip-water", "high-l-4", "high-l-8"),
+                       ::testing::Values(DType::kFloat32, DType::kFloat64)),
+    [](const auto& info) {
+      std::string n = std::get<0>(info.param) +
+                      (std::get<1>(info.param) == DType::kFloat32 ? "_f32" : "_f64");
+      for (char& c : n)
+        if (c == '-') c = '_';
+      return n;
+    });
+
+TEST(Schedule, StrategyFollowsTheAccumulationMode) {
+  const TensorProduct tp = test_shapes()[0].tp;
+  const Schedule a = schedule(
+      TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
+      DeviceLimits::h200());
+  const Schedule d = schedule(
+      TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kDeterministic),
+      DeviceLimits::h200());
+  EXPECT_TRUE(std::holds_alternative<WarpPerEdgeTile>(a.strategy));
+  EXPECT_TRUE(std::holds_alternative<WarpPerNode>(d.strategy));
+}
+
+TEST(Schedule, MaceMediumForwardIsOneGroupOfFourChunks) {
+  // 26 accumulators + 4 x values + 16 Y values + 5 temporaries fit the float32 budget: one
+  // pass over the edges per 32-channel chunk.
+  const ConvShape s = benchmark_shape("mace-medium");
+  const Schedule sch = schedule(
+      TpProblem::from_tensor_product(conv_tensor_product(s.node_irreps, s.edge_irreps, s.target),
+                                     DType::kFloat32, Accumulation::kAtomic),
+      DeviceLimits::h200());
+  const PassSchedule& f = sch.pass(Pass::kForward);
+  ASSERT_EQ(f.groups.size(), 1u);
+  EXPECT_EQ(f.units(), 4);
+  EXPECT_EQ(f.smem.tile, 64);  // atomic mode: long tiles, fewer rows split between two tiles
+}
+
+TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
+  // Every MACE output block has one instruction: grouping by the feeding x block means the
+  // groups of the forward pass read disjoint x blocks.
+  for (const char* name : {"mace-medium", "mace-large"})
+    for (DType d : {DType::kFloat32, DType::kFloat64}) {
+      const ConvShape s = benchmark_shape(name);
+      const TpProblem p = TpProblem::from_tensor_product(
+          conv_tensor_product(s.node_irreps, s.edge_irreps, s.target), d, Accumulation::kAtomic);
+      std::vector<int> reads(p.in1().size(), 0);
+      const Schedule sch = schedule(p, DeviceLimits::h200());
+      for (const Group& g : sch.pass(Pass::kForward).groups)
+        for (int a : g.in1_blocks) ++reads[a];
+      int total = 0;
+      for (int r : reads) total += r;
+      EXPECT_LE(total, int(p.in1().size()) + (d == DType::kFloat64 ? 2 : 0)) << name;
+    }
+}
+
+TEST(Schedule, NonUniformMultiplicitiesGetTheirOwnChunkCounts) {
+  const TensorProduct tp = conv_tensor_product(Irreps("128x0e+64x1o+32x2e"), Irreps("0e+1o+2e"),
+                                               Irreps("128x0e+64x1o+32x2e"));
+  const Schedule s = schedule(
+      TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
+      DeviceLimits::h200());
+  // Idle lanes only in partial chunks: 4 + 2 + 1 chunks, never 4 for every block.
+  EXPECT_EQ(s.pass(Pass::kForward).units(), 7);
+}
+
+TEST(Schedule, ThrowsCapacityErrorWhenSharedMemoryDoesNotFitAndRetrySucceeds) {
+  const ConvShape s = benchmark_shape("high-l-8");
+  const TpProblem p = TpProblem::from_tensor_product(
+      conv_tensor_product(s.node_irreps, s.edge_irreps, s.target), DType::kFloat64,
+      Accumulation::kAtomic);
+  DeviceLimits small = DeviceLimits::h200();
+  small.max_shared_per_block = 16 * 1024;
+  ScheduleOptions o;
+  o.warps_per_block = 8;
+  try {
+    schedule(p, small, o);
+    FAIL() << "expected CapacityError";
+  } catch (const CapacityError& e) {
+    EXPECT_NE(std::string(e.what()).find("fewer warps"), std::string::npos) << e.what();
+  }
+  o.warps_per_block = 1;
+  EXPECT_NO_THROW(schedule(p, small, o));
+}
+
+TEST(Schedule, IsAPureFunction) {
+  const TpProblem p = TpProblem::from_tensor_product(test_shapes()[1].tp, DType::kFloat64,
+                                                     Accumulation::kDeterministic);
+  EXPECT_EQ(schedule(p, DeviceLimits::h200()).str(), schedule(p, DeviceLimits::h200()).str());
+}
+
+}  // namespace
+}  // namespace clebsch::cuda
