@@ -259,7 +259,12 @@ TEST_P(Emulated, MatchesTheHostReference) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
+  // HighL8's emulated module takes minutes on a 2-core CI machine (32 threads per emulated warp);
+  // it is compiled by NVRTC in test_kernels_nvrtc_module and run on the GPU by
+  // test_kernels_tp_launcher. CLEBSCH_EMULATE_HIGH_L=1 emulates it too.
+  const bool high_l = std::getenv("CLEBSCH_EMULATE_HIGH_L") != nullptr;
   for (const auto& s : coverage_shapes()) {
+    if (s.name == "HighL8" && !high_l) continue;
     v.push_back({s.name, DType::kFloat64, Accumulation::kAtomic});
     v.push_back({s.name, DType::kFloat64, Accumulation::kDeterministic});
     v.push_back({s.name, DType::kFloat32, Accumulation::kDeterministic});
