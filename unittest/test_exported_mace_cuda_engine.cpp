@@ -172,9 +172,12 @@ Tol tolerance(Precision p) {
   return p == Precision::kFloat64 ? Tol{1e-10, 1e-10} : Tol{1e-5, 1e-4};
 }
 
+// Emulated always, the GPU when present; $CLEBSCH_TEST_BACKENDS=cuda (or emulated) picks one.
 std::vector<std::string> backends() {
-  std::vector<std::string> b = {"emulated"};
-  if (device_available()) b.push_back("cuda");
+  const char* only = std::getenv("CLEBSCH_TEST_BACKENDS");
+  std::vector<std::string> b;
+  if (!only || std::string(only) != "cuda") b.push_back("emulated");
+  if (device_available() && (!only || std::string(only) != "emulated")) b.push_back("cuda");
   return b;
 }
 

@@ -274,6 +274,51 @@ def test_bad_input_gives_clear_error(tmp_path, units, ntypes, coeff, message):
     assert "ERROR" in run.output and message in run.output, run.output[-2000:]
 
 
+GPU_INPUT = """
+units metal
+atom_style atomic
+lattice fcc 3.75
+region box block 0 2 0 2 0 2
+create_box 1 box
+create_atoms 1 box
+mass * 63.5
+plugin load ${{plugin}}
+pair_style clebsch device gpu {extra}
+pair_coeff * * {model} Cu
+run 0
+"""
+
+
+def _gpu_present() -> bool:
+    return any(pathlib.Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl"))
+
+
+@pytest.mark.skipif(_gpu_present(), reason="a GPU is present: device gpu runs")
+def test_device_gpu_without_a_gpu_gives_an_actionable_error():
+    """The plugin loads on a CPU machine; device gpu fails at pair_coeff, saying what to do."""
+    run = run_lammps(GPU_INPUT.format(model=_bundled(), extra="deterministic no"))
+    text = run.output + run.log
+    assert run.returncode != 0
+    assert "ERROR" in text and "device gpu" in text and "device cpu" in text, text[-2000:]
+
+
+def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
+    monkeypatch.setenv("CLEBSCH_CUDA_LIBRARY", "/nonexistent/libclebsch_cuda.so")
+    run = run_lammps(GPU_INPUT.format(model=_bundled(), extra=""))
+    text = run.output + run.log
+    assert run.returncode != 0
+    assert "cannot load the CUDA engine library" in text and "CLEBSCH_CUDA_LIBRARY" in text, \
+        text[-2000:]
+
+
+def test_device_gpu_rejects_nequip_models_for_now():
+    if not _gpu_present():
+        pytest.skip("needs a GPU: without one the missing device is reported first")
+    model = pathlib.Path(os.environ.get("CLEBSCH_BUNDLED_DIR", "")) / "cuau-nequip.safetensors"
+    run = run_lammps(GPU_INPUT.format(model=model, extra=""))
+    assert run.returncode != 0 and "not yet supported on the GPU" in run.output + run.log
+
+
 def test_atoms_too_close_is_an_error():
     text = f"""
 units metal
