@@ -18,9 +18,11 @@
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() runs the host engine's checks
-// (nequip_graph_check.h) on the host graph before any work; compute_device() copies the graph to
-// the host once to build the edge orderings and runs the same checks there, so both entry points
-// throw the host engine's messages.
+// (nequip_graph_check.h) on the host graph before any work; compute_device() copies the index
+// arrays to the host (it builds the edge orderings from them) and checks them there, and checks
+// the geometry on the device (a status word read back at the end); on any failure it copies the
+// vectors too and reruns the host checks, so both entry points throw the host engine's message
+// for the first offending value.
 #include "nequip_cuda_engine.h"
 
 #include <algorithm>
@@ -88,7 +90,13 @@ class NequipCuda final : public CudaEngine {
   void build_orderings(const int* center, const int* neighbor, Stream s);
   // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
   void run(const int* d_species, const double* d_vector, double* atom_energy,
-           double* edge_gradient, GhostExchange* exchange, Stream s);
+           double* edge_gradient, GhostExchange* exchange, bool check_geometry, Stream s);
+  // Copies the vectors of a device graph that failed a check and reruns the host checks, which
+  // throw the host engine's message (a device flag the host does not confirm, an edge within
+  // rounding of its cutoff, is dropped: the host's rule decides).
+  void recheck_on_host(const DeviceAtomGraph& g, const std::vector<int>& species,
+                       const std::vector<int>& center, const std::vector<int>& neighbor,
+                       GhostExchange* exchange, Stream s) const;
   void forward_layer(int k, GhostExchange* exchange, Stream s);
   void backward_layer(int k, GhostExchange* exchange, Stream s);
   void node_norm(const NqLayer<T>& L, Stream s);
@@ -116,7 +124,8 @@ class NequipCuda final : public CudaEngine {
   std::size_t N_ = 0, L_ = 0, E_ = 0;
   const int* d_species_ = nullptr;
   DeviceArray<int> perm_, centre_, sender_, centre_ptr_, sender_ptr_, by_sender_, species_buf_;
-  DeviceArray<double> vector_buf_, atom_energy_, edge_grad_;
+  DeviceArray<double> vector_buf_, atom_energy_, edge_grad_, d_r_max_pairs_;
+  DeviceArray<unsigned long long> status_;
   DeviceArray<T> Y_, emb_, h_, h_next_, node_c_, message_, e_net_, seed_;
   DeviceArray<T> gh_, gh_in_, gy_, gm_, gx_, gsh_, gw_, gemb_;
   DeviceArray<G> zbl_edge_, zbl_node_, grad_sh_, grad_emb_;
@@ -139,7 +148,8 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   for (auto* a : {&perm_, &centre_, &sender_, &centre_ptr_, &sender_ptr_, &by_sender_,
                   &species_buf_})
     a->bind(b);
-  for (auto* a : {&vector_buf_, &atom_energy_, &edge_grad_}) a->bind(b);
+  for (auto* a : {&vector_buf_, &atom_energy_, &edge_grad_, &d_r_max_pairs_}) a->bind(b);
+  status_.bind(b);
   for (auto* a : {&Y_, &emb_, &h_, &h_next_, &node_c_, &message_, &e_net_, &seed_, &gh_, &gh_in_,
                   &gy_, &gm_, &gx_, &gsh_, &gw_, &gemb_, &type_embedding_, &scale_, &shift_})
     a->bind(b);
@@ -177,6 +187,7 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   type_embedding_.upload(std::vector<T>(m.type_embedding.begin(), m.type_embedding.end()));
   scale_.upload(per_species(m.scales));
   shift_.upload(per_species(m.shifts));
+  d_r_max_pairs_.upload(model.r_max_pairs);
 
   module_ = b.load({"clebsch_nequip.cu", nequip_kernels_source(model, precision),
                     nequip_kernel_specs()});
@@ -237,7 +248,7 @@ void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result,
   size_at_least_one(atom_energy_, L_);
   size_at_least_one(edge_grad_, 3 * E_);
   run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange,
-      s);
+      false, s);
   result.atom_energy.resize(L_);
   result.edge_gradient.resize(3 * E_);
   backend_->download(result.atom_energy.data(), atom_energy_.data(), L_ * sizeof(double), s);
@@ -247,28 +258,45 @@ void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result,
 }
 
 template <class T, class G>
+void NequipCuda<T, G>::recheck_on_host(const DeviceAtomGraph& g, const std::vector<int>& species,
+                                       const std::vector<int>& center,
+                                       const std::vector<int>& neighbor, GhostExchange* exchange,
+                                       Stream s) const {
+  std::vector<double> vector(3 * g.num_edges);
+  backend_->download(vector.data(), g.vector, vector.size() * sizeof(double), s);
+  const AtomGraph host{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
+                       center.data(), neighbor.data(), vector.data()};
+  check_nequip_graph(host, exchange != nullptr, limits_);
+}
+
+template <class T, class G>
 void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult& r,
                                       GhostExchange* exchange, Stream s) {
-  // The orderings are built on the host from the index arrays, and the checks need the vectors:
-  // one copy of the graph per call, then the host engine's checks and messages.
   if (g.num_nodes > 0 && !g.species) throw Error("NequipEngine: graph.species is null");
   if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
     throw Error("NequipEngine: graph.center, neighbor or vector is null with " +
                 std::to_string(g.num_edges) + " edges");
   std::vector<int> species(g.num_nodes), center(g.num_edges), neighbor(g.num_edges);
-  std::vector<double> vector(3 * g.num_edges);
   backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
   backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
   backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
-  backend_->download(vector.data(), g.vector, vector.size() * sizeof(double), s);
-  AtomGraph host{g.num_local, g.num_nodes, species.data(), g.num_edges,
-                 center.data(), neighbor.data(), vector.data()};
-  check_nequip_graph(host, exchange != nullptr, limits_);
+  try {
+    const AtomGraph indices{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
+                            center.data(), neighbor.data(), nullptr};
+    check_nequip_graph(indices, exchange != nullptr, limits_, /*check_vectors=*/false);
+  } catch (const Error&) {
+    // A vector before the bad index may be bad too: the host's first error is the message.
+    recheck_on_host(g, species, center, neighbor, exchange, s);
+    throw;  // not reached: the host checks find the same index error
+  }
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   build_orderings(center.data(), neighbor.data(), s);
   size_at_least_one(atom_energy_, L_);
   double* ae = r.atom_energy ? r.atom_energy : atom_energy_.data();
-  run(g.species, g.vector, ae, r.edge_gradient, exchange, s);
+  run(g.species, g.vector, ae, r.edge_gradient, exchange, true, s);
+  unsigned long long status = 0;
+  backend_->download(&status, status_.data(), sizeof status, s);
+  if (status != ~0ull) recheck_on_host(g, species, center, neighbor, exchange, s);
   if (r.energy) {
     DeviceArray<int> ptr(*backend_);
     ptr.upload(std::vector<int>{0, static_cast<int>(L_)}, s);
@@ -308,7 +336,8 @@ void NequipCuda<T, G>::node_norm(const NqLayer<T>& L, Stream s) {
 
 template <class T, class G>
 void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double* atom_energy,
-                           double* edge_gradient, GhostExchange* exchange, Stream s) {
+                           double* edge_gradient, GhostExchange* exchange, bool check_geometry,
+                           Stream s) {
   DeviceBackend& b = *backend_;
   d_species_ = d_species;
   const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_),
@@ -324,6 +353,11 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
   ea.neighbour = sender_.data(), ea.species = d_species;
   ea.Y = Y_.data(), ea.emb = emb_.data(), ea.zbl = zbl_edge_.data();
   ea.num_edges = E;
+  if (check_geometry) {
+    status_.resize(1);
+    b.memset(status_.data(), 0xff, sizeof(unsigned long long), s);
+    ea.status = status_.data(), ea.r_max_pairs = d_r_max_pairs_.data();
+  }
   b.launch(*k_geometry_, grid_for(E), s, ea);
   if (zbl_)
     gk_->segment_sum(dg_, dg_,
@@ -361,6 +395,7 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
   for (int k = static_cast<int>(layers_.size()) - 1; k >= 0; --k) backward_layer(k, exchange, s);
 
   ea.gY = grad_sh_.data(), ea.gEmb = grad_emb_.data(), ea.edge_gradient = edge_gradient;
+  ea.status = nullptr;
   b.launch(*k_gradient_, grid_for(E), s, ea);
   b.synchronize(s);
 }

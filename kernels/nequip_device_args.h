@@ -13,6 +13,9 @@
 /// (T [E][nb]: Bessel basis times cutoff times factor) and, with ZBL, the pair energy zbl
 /// (G [E]). The gradient pass turns gY (G [E][nsh]) and gEmb (G [E][nb]), dE with respect to
 /// the network's edge inputs summed over layers, into dE/dvector (double [E][3], graph order).
+/// With status (device graphs, whose vectors the host has not checked): an edge whose vector is
+/// not finite, of length 0 or beyond its pair cutoff (r_max_pairs, [centre][neighbour]) lowers
+/// *status to its graph edge id (the caller starts it at ~0).
 struct NequipEdgeArgs {
   const double* vector;
   const int* perm;
@@ -25,6 +28,8 @@ struct NequipEdgeArgs {
   const void* gY;
   const void* gEmb;
   double* edge_gradient;
+  const double* r_max_pairs;
+  unsigned long long* status;
   long long num_edges;
 };
 

@@ -21,7 +21,8 @@ std::string format_number(double v) {
 
 }  // namespace
 
-void check_nequip_graph(const AtomGraph& g, bool has_exchange, const NequipGraphLimits& lim) {
+void check_nequip_graph(const AtomGraph& g, bool has_exchange, const NequipGraphLimits& lim,
+                        bool check_vectors) {
   const int num_species = lim.num_species;
   if (g.num_local > g.num_nodes)
     throw Error("NequipEngine: num_local = " + std::to_string(g.num_local) +
@@ -31,7 +32,7 @@ void check_nequip_graph(const AtomGraph& g, bool has_exchange, const NequipGraph
     throw CapacityError("NequipEngine: " + std::to_string(g.num_nodes) + " nodes and " +
                         std::to_string(g.num_edges) + " edges exceed the 32-bit index range");
   if (g.num_nodes > 0 && !g.species) throw Error("NequipEngine: graph.species is null");
-  if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
+  if (g.num_edges > 0 && (!g.center || !g.neighbor || (check_vectors && !g.vector)))
     throw Error("NequipEngine: graph.center, neighbor or vector is null with " +
                 std::to_string(g.num_edges) + " edges");
   if (g.num_nodes > g.num_local && !has_exchange)
@@ -50,6 +51,7 @@ void check_nequip_graph(const AtomGraph& g, bool has_exchange, const NequipGraph
     if (j < 0 || static_cast<std::size_t>(j) >= g.num_nodes)
       throw Error("NequipEngine: edge " + std::to_string(e) + " has neighbor " +
                   std::to_string(j) + ", not a node [0, " + std::to_string(g.num_nodes) + ")");
+    if (!check_vectors) continue;
     const double* v = g.vector + 3 * e;
     if (!(std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2])))
       throw Error("NequipEngine: edge " + std::to_string(e) + " has a non-finite vector (" +

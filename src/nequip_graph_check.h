@@ -23,9 +23,11 @@ struct NequipGraphLimits {
 /// pointers, ghosts without exchange, species, then edge by edge: centre, neighbour, finite
 /// vector, non-zero length, cutoff of the species pair).
 /// @param has_exchange whether the caller passed a GhostExchange
+/// @param check_vectors false: skip everything about graph.vector (which may then be null), for
+///   callers that check the geometry elsewhere (the CUDA engine on a device graph)
 /// @throws Error (CapacityError for counts beyond 32-bit indices) naming the offending value,
 ///   every message prefixed "NequipEngine: ".
 void check_nequip_graph(const AtomGraph& graph, bool has_exchange,
-                        const NequipGraphLimits& limits);
+                        const NequipGraphLimits& limits, bool check_vectors = true);
 
 }  // namespace clebsch

@@ -385,6 +385,53 @@ TEST_P(NequipCuda, ComputeDeviceEqualsCompute) {
   EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
 }
 
+// Device graphs: indices are checked on the host, geometry on the device; either way the first
+// offending value is reported with the host engine's message, and the engine stays usable.
+TEST_P(NequipCuda, InvalidDeviceGraphsThrowTheHostEnginesMessages) {
+  const model::Model m = read_model(bundled_path());
+  NequipEngine host(m, Precision::kFloat64);
+  auto dev = engine(m, Precision::kFloat64);
+  DeviceBackend& b = dev->backend();
+  const Graph good = periodic_graph(host, 4);
+  const auto device_message = [&](const Graph& g) {
+    DeviceArray<int> species(b), center(b), neighbor(b);
+    DeviceArray<double> vector(b), gradient(b, g.vector.size());
+    species.upload(g.species);
+    center.upload(g.center);
+    neighbor.upload(g.neighbor);
+    vector.upload(g.vector);
+    const DeviceAtomGraph dg{g.num_local,   g.num_nodes,     g.center.size(), species.data(),
+                             center.data(), neighbor.data(), vector.data()};
+    try {
+      dev->compute_device(dg, {nullptr, nullptr, gradient.data()}, nullptr, nullptr);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("no exception");
+  };
+  const auto host_message = [&](const Graph& g) {
+    try {
+      run(host, g);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("no exception");
+  };
+  Graph far = good, nan = good, zero = good, both = good, species = good;
+  far.vector[3 * 7 + 1] += 10.0;
+  nan.vector[3 * 9] = std::nan("");
+  zero.vector[3 * 4] = zero.vector[3 * 4 + 1] = zero.vector[3 * 4 + 2] = 0.0;
+  both.vector[3 * 2] += 10.0;  // a geometry error before an index error: reported first
+  both.neighbor[6] = 99;
+  species.species[3] = -1;
+  for (const Graph* g : {&far, &nan, &zero, &both, &species}) {
+    const std::string h = host_message(*g);
+    EXPECT_NE(h, "no exception");
+    EXPECT_EQ(device_message(*g), h);
+  }
+  EXPECT_EQ(device_message(good), "no exception");
+}
+
 TEST_P(NequipCuda, InvalidGraphsThrowTheHostEnginesMessages) {
   const model::Model m = read_model(bundled_path());
   NequipEngine host(m, Precision::kFloat64);
