@@ -1,8 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The CUDA engine: clebsch::Engine on a GPU (or on the emulated backend, for tests without one).
-// make_cuda_engine picks the implementation by the model's architecture (MACE now; NequIP throws
-// until its engine lands). Besides Engine::compute (host graph in, host results out), a
+// make_cuda_engine picks the implementation by the model's architecture (MACE:
+// mace_cuda_engine.cpp, NequIP: nequip_cuda_engine.cpp). Besides Engine::compute (host graph in, host results out), a
 // CudaEngine takes device-resident inputs on the caller's stream through compute_device(), for
 // callers that keep atoms on the device (the Kokkos pair style).
 //
@@ -62,7 +62,7 @@ class CudaEngine : public Engine {
 
 /// The CUDA engine of @p model. @throws CudaError when no driver or device is usable (the
 /// message says what to check and to use the host engine instead); Error for an unsupported
-/// model ("not yet supported on the GPU" for NequIP).
+/// model.
 std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precision precision,
                                              const CudaEngineOptions& options = {});
 

@@ -37,8 +37,8 @@
 #include "mace_contraction_tables.h"
 #include "mace_cuda_source.h"
 #include "mace_device_args.h"
+#include "mace_cuda_engine.h"
 #include "mace_engine.h"
-#include "nequip_cuda_engine.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -836,11 +836,10 @@ void MaceCuda<T, G>::backward_tail(int t, GhostExchange* exchange, Stream s) {
 
 }  // namespace
 
-std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precision precision,
-                                             const CudaEngineOptions& options) {
-  if (model.arch == model::Arch::kNequip) return make_nequip_cuda_engine(model, precision, options);
+std::unique_ptr<CudaEngine> make_mace_cuda_engine(const model::Model& model, Precision precision,
+                                                  const CudaEngineOptions& options) {
   if (model.arch != model::Arch::kMace || !model.mace)
-    throw Error("the CUDA engine needs a MACE model");
+    throw Error("the CUDA MACE engine needs a MACE model");
   switch (precision) {
     case Precision::kFloat64:
       return std::make_unique<MaceCuda<double, double>>(model, precision, options);
@@ -849,25 +848,7 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precisio
     case Precision::kMixed:
       return std::make_unique<MaceCuda<float, double>>(model, precision, options);
   }
-  throw Error("make_cuda_engine: unknown precision");
+  throw Error("make_mace_cuda_engine: unknown precision");
 }
 
 }  // namespace clebsch::cuda
-
-extern "C" void* clebsch_cuda_create_engine(const void* model, int precision, int deterministic,
-                                            int device, char* error, std::size_t error_size) {
-  try {
-    clebsch::cuda::CudaEngineOptions o;
-    o.deterministic = deterministic != 0;
-    o.device = device;
-    auto e = clebsch::cuda::make_cuda_engine(*static_cast<const clebsch::model::Model*>(model),
-                                             static_cast<clebsch::Precision>(precision), o);
-    return static_cast<clebsch::Engine*>(e.release());
-  } catch (const std::exception& ex) {
-    if (error && error_size) {
-      std::strncpy(error, ex.what(), error_size - 1);
-      error[error_size - 1] = '\0';
-    }
-    return nullptr;
-  }
-}

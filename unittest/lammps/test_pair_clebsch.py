@@ -311,14 +311,6 @@ def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
         text[-2000:]
 
 
-def test_device_gpu_rejects_nequip_models_for_now():
-    if not _gpu_present():
-        pytest.skip("needs a GPU: without one the missing device is reported first")
-    model = pathlib.Path(os.environ.get("CLEBSCH_BUNDLED_DIR", "")) / "cuau-nequip.safetensors"
-    run = run_lammps(GPU_INPUT.format(model=model, extra=""))
-    assert run.returncode != 0 and "not yet supported on the GPU" in run.output + run.log
-
-
 def test_atoms_too_close_is_an_error():
     text = f"""
 units metal
