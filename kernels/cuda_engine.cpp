@@ -4,7 +4,9 @@
 // point the LAMMPS plugin resolves with dlsym.
 #include "cuda_engine.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "error.h"
 #include "mace_cuda_engine.h"
@@ -31,6 +33,10 @@ extern "C" void* clebsch_cuda_create_engine(const void* model, int precision, in
     clebsch::cuda::CudaEngineOptions o;
     o.deterministic = deterministic != 0;
     o.device = device;
+    // Test hook: CLEBSCH_CUDA_BACKEND=emulated runs the engine on the emulated backend, so that
+    // the LAMMPS integration of device gpu is exercised on machines without a GPU.
+    if (const char* b = std::getenv("CLEBSCH_CUDA_BACKEND"); b && std::string(b) == "emulated")
+      o.backend = clebsch::cuda::make_emulated_backend();
     auto e = clebsch::cuda::make_cuda_engine(*static_cast<const clebsch::model::Model*>(model),
                                              static_cast<clebsch::Precision>(precision), o);
     return static_cast<clebsch::Engine*>(e.release());

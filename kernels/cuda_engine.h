@@ -72,7 +72,8 @@ extern "C" {
 /// C entry point for dlopen users: returns a new clebsch::Engine* (CudaEngine) or null with the
 /// reason in @p error (a buffer of @p error_size bytes). @p model is a const clebsch::model::Model*.
 /// The caller owns the engine and deletes it through Engine's virtual destructor (same C++
-/// runtime: plugin and library are built together).
+/// runtime: plugin and library are built together). With $CLEBSCH_CUDA_BACKEND=emulated the
+/// engine runs on the emulated backend (tests of the LAMMPS integration without a GPU).
 void* clebsch_cuda_create_engine(const void* model, int precision, int deterministic,
                                  int device, char* error, std::size_t error_size);
 }
