@@ -130,7 +130,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--host-repeat", type=int, default=2, help="timed runs of the host engine")
-    ap.add_argument("--deterministic", action="store_true", help="CUDA engine accumulation")
+    ap.add_argument("--atomic", action="store_true",
+                    help="CUDA engine with atomic accumulation (default: deterministic)")
     ap.add_argument("--out", default="out-model", help="model, structure and forces go here")
     ap.add_argument("--json", default="")
     ap.add_argument("--device", default="cuda")
@@ -195,8 +196,8 @@ def main() -> int:
                "--precision", precs, "--warmup", str(args.warmup),
                "--repeat", str(args.repeat if kind == "cuda" else args.host_repeat),
                "--forces-out", str(out_dir / "forces")]
-        if args.deterministic:
-            cmd.append("--deterministic")
+        if args.atomic:
+            cmd.append("--atomic")
         print(f"[{args.problem}] clebsch {kind} engine: {' '.join(cmd)}", flush=True)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
@@ -233,6 +234,7 @@ def main() -> int:
             print(f"  {r.get('median_s', float('nan')):.4f} s {r.get('error', '')}", flush=True)
 
     ref64 = torch_rows.get("fp64", {})
+    info.setdefault("edges", next((r["edges"] for r in torch_rows.values() if "edges" in r), None))
     rows = []
     for r in engine_rows:
         row = {k: v for k, v in r.items() if k not in ("forces_array", "times_s")}

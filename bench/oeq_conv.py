@@ -4,8 +4,10 @@
 ``openequivariance.TensorProductConv`` (0.7) on each problem of docs/kernels.md: the same uvu
 instructions, output blocks and per-edge weights as ``e3nn_conv.conv_tp`` (MACE's rule), rows =
 receivers (sorted), cols = senders; both of its accumulation modes, atomic and deterministic
-(the latter with the sender permutation it requires). Forward, forward+backward and double
-backward through its registered autograd ops. Method and output: ``peer_common.py``.
+(the latter with the sender permutation it requires, and on a symmetric graph with the same N and
+E: its deterministic backward is only right for graphs that contain every edge's reverse, as a
+full neighbour list does). Forward, forward+backward and double backward through its registered
+autograd ops. Method and output: ``peer_common.py``.
 
 OpenEquivariance 0.7 ships as a source distribution whose CMake build downloads LibTorch; on a
 host without network its pure-Python package is put on ``PYTHONPATH`` and its PyTorch extension
@@ -44,6 +46,12 @@ class OeqPeer(Peer):
 
     def version(self) -> str:
         return str(getattr(self.oeq, "__version__", None) or os.environ.get("OEQ_VERSION", "?"))
+
+    def needs_symmetric_graph(self, mode):
+        # Its deterministic backward reads the transposed edges in the forward (row-sorted)
+        # order (templates/loop_unroll_conv_det.cuh swaps rows and cols and indexes edge data
+        # through the permutation): right only when the edge set is closed under reversal.
+        return mode == "deterministic"
 
     def build(self, node, edge, target, dtype, mode):
         ref = conv_tp(node, edge, target)

@@ -8,7 +8,10 @@ the method of ``e3nn_conv.py`` so that every column of the report is measured th
 1. the graph: N nodes, E edges, receivers sorted, senders random (the same seeded draws as
    ``e3nn_conv.py``), then edges ordered by (receiver, sender) within each receiver, which is
    the order OpenEquivariance's deterministic mode requires and changes nothing else (the order
-   of a receiver's edges is arbitrary);
+   of a receiver's edges is arbitrary). A peer mode that needs a symmetric graph
+   (OpenEquivariance's deterministic backward walks the reversed edges in the forward order, so
+   it is only right when every edge's reverse is present, as in a full neighbour list) gets
+   E / 2 random pairs and their reverses, same N and E, recorded as ``"graph"``;
 2. the check, before any timing: the peer's forward (and its gradients of x, Y, W) on a small
    sample graph with the same irreps, against e3nn in float64 with the same weights (converted
    to the peer's layout), so that a misconfigured peer (wrong paths, normalization, weight or
@@ -59,6 +62,10 @@ class Peer:
     def version(self) -> str:
         return "?"
 
+    def needs_symmetric_graph(self, mode: str) -> bool:
+        """True where the peer only handles graphs whose edge set is closed under reversal."""
+        return False
+
     def build(self, node: str, edge: str, target: str, dtype: torch.dtype, mode: str) -> Any:
         """The peer's module for one problem; raise NotSupported when it cannot."""
         raise NotImplementedError
@@ -100,8 +107,11 @@ class Peer:
         return gw
 
 
-def make_graph(n: int, e: int, dev: torch.device, gen: torch.Generator):
+def make_graph(n: int, e: int, dev: torch.device, gen: torch.Generator, symmetric: bool = False):
     """Receivers sorted, senders random (``e3nn_conv.py``'s draws), then (receiver, sender) order.
+
+    ``symmetric``: e // 2 random pairs and their reverses (as a full neighbour list is), for a
+    peer mode that requires it; degrees are distributed as in the plain draw (Poisson, mean E/N).
 
     Examples
     --------
@@ -110,8 +120,15 @@ def make_graph(n: int, e: int, dev: torch.device, gen: torch.Generator):
     >>> bool((r[1:] >= r[:-1]).all())
     True
     """
-    receiver = torch.sort(torch.randint(0, n, (e,), device=dev, generator=gen)).values
-    sender = torch.randint(0, n, (e,), device=dev, generator=gen)
+    if symmetric:
+        a = torch.randint(0, n, (e // 2,), device=dev, generator=gen)
+        b = torch.randint(0, n, (e - e // 2,), device=dev, generator=gen)
+        # An odd count gets one self-edge, its own reverse.
+        receiver = torch.cat([a, b[:e // 2], b[e // 2:]])
+        sender = torch.cat([b[:e // 2], a, b[e // 2:]])
+    else:
+        receiver = torch.sort(torch.randint(0, n, (e,), device=dev, generator=gen)).values
+        sender = torch.randint(0, n, (e,), device=dev, generator=gen)
     order = torch.argsort(receiver.long() * n + sender.long(), stable=True)
     return receiver[order].contiguous(), sender[order].contiguous()
 
@@ -125,14 +142,15 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def verify(peer: Peer, module: Any, node: str, edge: str, target: str, dtype: torch.dtype,
-           dev: torch.device, seed: int, n: int = 61, e: int = 400) -> Dict[str, Any]:
+           dev: torch.device, seed: int, n: int = 61, e: int = 400,
+           symmetric: bool = False) -> Dict[str, Any]:
     """Forward and gradients of the peer on a small graph against e3nn float64.
 
     The same module instance that is timed is checked (peer modules do not depend on N or E).
     """
     gen = torch.Generator(device=dev).manual_seed(seed + 1)
     ref_tp = conv_tp(node, edge, target).to(device=dev, dtype=torch.float64)
-    receiver, sender = make_graph(n, e, dev, gen)
+    receiver, sender = make_graph(n, e, dev, gen, symmetric)
 
     def randn(*shape):
         return torch.randn(*shape, device=dev, dtype=torch.float64, generator=gen)
@@ -180,6 +198,9 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
     dt = str(dtype).replace("torch.", "")
     head = {"peer": peer.name, "peer_version": peer.version(), "problem": name, "dtype": dt,
             "mode": mode, "nodes": n, "edges": e}
+    symmetric = peer.needs_symmetric_graph(mode)
+    if symmetric:
+        head["graph"] = "symmetric (this mode requires it)"
     recs = [dict(head, op=op, error="not run: in the skip list (known out of memory or "
                  "unsupported)") for op in skipped]
 
@@ -189,7 +210,7 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     gen = torch.Generator(device=dev).manual_seed(args.seed)
-    receiver, sender = make_graph(n, e, dev, gen)
+    receiver, sender = make_graph(n, e, dev, gen, symmetric)
     t0 = time.time()
     mem0 = torch.cuda.memory_allocated()
     try:
@@ -202,7 +223,8 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
     # The module's own device memory (e.g. OpenEquivariance's workspace) counts as extra.
     head["module_bytes"] = torch.cuda.memory_allocated() - mem0
     try:
-        check = verify(peer, module, node, edge, target, dtype, dev, args.seed)
+        check = verify(peer, module, node, edge, target, dtype, dev, args.seed,
+                       symmetric=symmetric)
     except NotSupported as exc:
         return fail_all(str(exc))
     except Exception as exc:
