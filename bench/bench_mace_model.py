@@ -5,8 +5,9 @@ One model, one structure, one run, one GPU:
 
 - the model: ``mace-mp-0-medium`` of ``bench_mace_cpu.py`` (ScaleShiftMACE, hidden
   ``128x0e+128x1o``, max_ell 3, correlation 3, 2 layers, r_max 6 A, 10 Bessel functions, radial
-  MLP [64, 64, 64]) with MACE-MP-0's 89 species (``--elements``); random weights, seed 0, built with the real mace-torch constructors through
-  ``potentials.tests.mace_factory.build_mace``), exported with the Clebsch exporter
+  MLP [64, 64, 64]) with MACE-MP-0's 89 species (``--elements``; 4.69 M parameters); random
+  weights, seed 0, built with the real mace-torch constructors through
+  ``potentials.tests.mace_factory.build_mace``, exported with the Clebsch exporter
   (``potentials.read_mace`` + ``potentials.write``) to ``OUT/model.safetensors``; built and
   exported here, on the GPU host, so nothing large travels and the torch model is the very one
   that was exported;

@@ -221,7 +221,7 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
         return fail_all(f"build failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
     head["setup_s"] = time.time() - t0
     # The module's own device memory (e.g. OpenEquivariance's workspace) counts as extra.
-    head["module_bytes"] = torch.cuda.memory_allocated() - mem0
+    head["module_bytes"] = max(0, torch.cuda.memory_allocated() - mem0)
     try:
         check = verify(peer, module, node, edge, target, dtype, dev, args.seed,
                        symmetric=symmetric)
