@@ -37,6 +37,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import pathlib
@@ -76,7 +77,8 @@ def time_torch(model, atoms, dtype, device, warmup: int, repeat: int) -> Dict[st
     rec: Dict[str, Any] = {"dtype": str(dtype).replace("torch.", "")}
     batch = None
     try:
-        m = model.to(device=device, dtype=dtype)
+        # A copy: moving the model itself to float32 and back would round its float64 weights.
+        m = copy.deepcopy(model).to(device=device, dtype=dtype)
         t0 = time.perf_counter()
         batch = _batch_for(m, atoms, "Default", float(m.r_max))
         rec["neighbour_list_s"] = time.perf_counter() - t0
@@ -110,8 +112,7 @@ def time_torch(model, atoms, dtype, device, warmup: int, repeat: int) -> Dict[st
         return rec
     finally:
         torch.set_default_dtype(old)
-        model.to(device="cpu", dtype=torch.float64)
-        del batch
+        m = batch = None
         if cuda:
             torch.cuda.empty_cache()
 
