@@ -197,7 +197,8 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
     dev = torch.device("cuda")
     dt = str(dtype).replace("torch.", "")
     head = {"peer": peer.name, "peer_version": peer.version(), "problem": name, "dtype": dt,
-            "mode": mode, "nodes": n, "edges": e}
+            "mode": mode, "nodes": n, "edges": e, "gpu": torch.cuda.get_device_name(dev),
+            "torch": torch.__version__}
     symmetric = peer.needs_symmetric_graph(mode)
     if symmetric:
         head["graph"] = "symmetric (this mode requires it)"
