@@ -10,13 +10,16 @@
 #   bench/run_bench.sh BUILD_DIR OUT_DIR [--problems a,b|all] [--dtypes float32,float64]
 #                      [--stages clebsch,e3nn,peers,report] [--peers oeq,cueq|none]
 #                      [--e3nn-problems a,b|none] [--e3nn-skip p:dtype:op,...]
-#                      [--peer-skip p:dtype:op,...] [--wheels DIR] [bench_conv args]
+#                      [--peer-skip p:dtype:op,...] [--peer-timeout S] [--wheels DIR]
+#                      [bench_conv args]
 #
 # Problems: all of docs/kernels.md by default (mace-medium, mace-large, nequip-benzene,
 # nequip-water, high-l-4..8). The peers' packages come from the wheels that travel with the tree
 # (--wheels, default <repo>/.whl; bench/WHEELS.md), installed by bench/setup_wheels.sh into their
-# own directories under /tmp. Output files (7, all in OUT_DIR): clebsch.jsonl, e3nn.jsonl,
-# oeq.jsonl, cueq.jsonl, table.md, report.json, run.log (everything printed).
+# own directories under /tmp; each peer runs problem by problem under --peer-timeout (default
+# 300 s; the first OpenEquivariance problem includes its extension's compile, 1-2 minutes).
+# Output files (7, all in OUT_DIR): clebsch.jsonl, e3nn.jsonl, oeq.jsonl, cueq.jsonl, table.md,
+# report.json, run.log (everything printed).
 #
 # --stages runs a subset, so that a host with a per-command time limit can run the stages in
 # separate commands; report.py merges the JSON lines of separate runs afterwards:
@@ -44,6 +47,7 @@ e3nn_problems=""
 e3nn_skip="nequip-benzene:float64:db,high-l-7:float64:db"
 e3nn_skip+=",high-l-8:float64:fwd,high-l-8:float64:fb,high-l-8:float64:db"
 peer_skip=""
+peer_timeout=300
 wheels=$root/.whl
 python=${PYTHON:-python3}
 args=()
@@ -56,6 +60,7 @@ while [[ $# -gt 0 ]]; do
     --e3nn-problems) e3nn_problems=$2; shift 2 ;;
     --e3nn-skip) e3nn_skip=$2; shift 2 ;;
     --peer-skip) peer_skip=$2; shift 2 ;;
+    --peer-timeout) peer_timeout=$2; shift 2 ;;
     --wheels) wheels=$2; shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
@@ -93,11 +98,35 @@ run_all() {
   if has_stage peers && [[ $peers != none ]]; then
     # shellcheck source=setup_wheels.sh
     source "$root/bench/setup_wheels.sh" "$wheels"
-    for peer in ${peers//,/ }; do
-      stamp "$peer: $problems"
-      PYTHONPATH=${PEERS_PYTHONPATH:+$PEERS_PYTHONPATH:}${PYTHONPATH:-} \
-        "$python" "$root/bench/${peer}_conv.py" --problems "$problems" --dtypes "$dtypes" \
-        --skip "$peer_skip" --json "$out/$peer.jsonl" || status=1
+    for peer in ${peers//,/ }; do : > "$out/$peer.jsonl"; done
+    # Problem by problem, each peer in its own process under a time limit, so that one slow
+    # compile or hang (high l) costs that problem only and every peer reaches every problem.
+    for problem in ${problems//,/ }; do
+      for peer in ${peers//,/ }; do
+        stamp "$peer: $problem"
+        part=$(mktemp)
+        PYTHONPATH=${PEERS_PYTHONPATH:+$PEERS_PYTHONPATH:}${PYTHONPATH:-} \
+          timeout "$peer_timeout" "$python" "$root/bench/${peer}_conv.py" --problems "$problem" \
+          --dtypes "$dtypes" --skip "$peer_skip" --json "$part"
+        rc=$?
+        cat "$part" >> "$out/$peer.jsonl"
+        if [[ $rc == 124 ]]; then
+          # Cells the killed process did not reach: say why.
+          "$python" - "$part" "$problem" "$dtypes" "$peer_timeout" >> "$out/$peer.jsonl" <<'PY'
+import json, sys
+part, problem, dtypes, limit = sys.argv[1:5]
+seen = {(r["dtype"], r["op"]) for r in map(json.loads, open(part)) if "op" in r}
+for dt in dtypes.split(","):
+    for op in ("fwd", "fb", "db"):
+        if (dt, op) not in seen:
+            print(json.dumps({"problem": problem, "dtype": dt, "op": op, "mode": "-",
+                              "error": f"not run: over the {limit} s limit per problem"}))
+PY
+        elif [[ $rc != 0 ]]; then
+          status=1
+        fi
+        rm -f "$part"
+      done
     done
   fi
 
