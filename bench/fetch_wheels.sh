@@ -31,7 +31,7 @@ get() {  # get DIR PACKAGE==VERSION...
 
 get "$whl/peers-src" cuequivariance==0.13.0 cuequivariance-torch==0.13.0 \
   cuequivariance-ops-torch-cu13==0.13.0 cuequivariance-ops-cu13==0.13.0
-get "$whl/peers" platformdirs  # cuequivariance_ops imports it; the host image lacks it
+get "$whl/peers" platformdirs==4.14.8  # cuequivariance_ops imports it; the host image lacks it
 "$python" -m pip download -q --no-deps --no-binary=:all: -d "$whl/peers" openequivariance==0.7.0
 
 "$python" - "$whl/peers-src" "$whl/peers" <<'EOF'
@@ -52,6 +52,8 @@ for wheel in sorted(src.glob("cuequivariance*.whl")):
 EOF
 
 get "$whl/mace" mace-torch==0.3.16 e3nn==0.4.4 ase==3.29.0 torch-ema==0.3 prettytable==3.18.0 \
-  wcwidth==0.9.4 matscipy==1.3.1 python-hostlist==2.3.0 configargparse==1.9.0 gitpython==3.2.1 \
-  gitdb==4.0.12 smmap==5.0.3 lmdb==3.0.0 orjson==3.13.0
+  wcwidth==0.9.4 matscipy==1.3.1 configargparse==1.9.0 gitpython==3.2.1 gitdb==4.0.12 \
+  smmap==5.0.3 lmdb==3.0.0 orjson==3.13.0
+# python-hostlist is published as a source distribution only: build its (pure-Python) wheel.
+"$python" -m pip wheel -q --no-deps -w "$whl/mace" python-hostlist==2.3.0
 du -sh "$whl/peers" "$whl/mace"
