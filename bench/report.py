@@ -38,6 +38,17 @@ def load(path):
         return []
 
 
+def load_many(paths):
+    """``load`` of each comma-separated path, concatenated (the stages of a split run).
+
+    Examples
+    --------
+    >>> load_many("/nonexistent,/nonexistent2")
+    []
+    """
+    return [r for path in paths.split(",") if path for r in load(path)]
+
+
 def problem_order(name):
     """Sort key: kernels.md's order (MACE, NequIP, then high l by l).
 
@@ -85,22 +96,22 @@ def best_peer(records):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("clebsch")
-    ap.add_argument("e3nn")
+    ap.add_argument("clebsch", help="bench_conv's JSON lines (comma-separated paths: merged)")
+    ap.add_argument("e3nn", help="e3nn_conv.py's JSON lines (comma-separated paths: merged)")
     ap.add_argument("--peer", action="append", default=[],
-                    help="NAME=PATH of a peer's JSON lines (oeq, cueq); repeatable")
+                    help="NAME=PATH[,PATH...] of a peer's JSON lines (oeq, cueq); repeatable")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    ours = [r["result"] for r in load(args.clebsch) if "result" in r]
-    header = next((r["header"] for r in load(args.clebsch) if "header" in r), {})
-    e3nn = {(r["problem"], r["dtype"], r["op"]): r for r in load(args.e3nn)}
+    ours = [r["result"] for r in load_many(args.clebsch) if "result" in r]
+    header = next((r["header"] for r in load_many(args.clebsch) if "header" in r), {})
+    e3nn = {(r["problem"], r["dtype"], r["op"]): r for r in load_many(args.e3nn)}
     peers = {}
     for spec in args.peer:
         name, _, path = spec.partition("=")
         if not path:
             raise ValueError(f"--peer wants NAME=PATH, got {spec!r}")
         by_key = {}
-        for r in load(path):
+        for r in load_many(path):
             by_key.setdefault((r["problem"], r["dtype"], r["op"]), []).append(r)
         peers[name] = by_key
 
@@ -139,7 +150,7 @@ def main():
     print("| problem | dtype | op | atomic ms | det. ms | floor ms | best/floor | e3nn ms (runs) |"
           + peer_cols + " x e3nn |" + speed_cols + " our extra MB | e3nn GB |" + mem_cols
           + " check |")
-    ncol = 13 + 3 * len(peers)
+    ncol = 12 + 3 * len(peers)
     print("|" + "---|" * ncol)
     rows = []
     for key in keys:

@@ -22,9 +22,9 @@
 # report.json, run.log (everything printed).
 #
 # --stages runs a subset, so that a host with a per-command time limit can run the stages in
-# separate commands; report.py merges the JSON lines of separate runs afterwards:
-#   python3 bench/report.py A/clebsch.jsonl B/e3nn.jsonl --peer oeq=C/oeq.jsonl \
-#     --peer cueq=C/cueq.jsonl --json report.json > table.md
+# separate commands; report.py merges the JSON lines of separate runs afterwards (comma-separated):
+#   python3 bench/report.py A/clebsch.jsonl,B/clebsch.jsonl A/e3nn.jsonl,B/e3nn.jsonl \
+#     --peer oeq=C/oeq.jsonl --peer cueq=C/cueq.jsonl --json report.json > table.md
 #
 # Example (kernels.md's problems, both dtypes, both accumulation modes, every column):
 #   bench/run_bench.sh build-gpu out
