@@ -137,7 +137,8 @@ def main() -> int:
     ap.add_argument("--out", default="out-model", help="model, structure and forces go here")
     ap.add_argument("--json", default="")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--timeout-s", type=float, default=1500, help="for the engine process")
+    ap.add_argument("--timeout-s", type=float, default=420,
+                    help="for each engine process (its first call includes NVRTC compiles)")
     args = ap.parse_args()
 
     import numpy as np
