@@ -122,7 +122,7 @@ struct EmulationOptions {
   /// $CLEBSCH_EMULATION_CACHE, else <temp>/clebsch-emulated-<uid>.
   std::string cache_dir;
   /// Optimisation flag passed to the compiler.
-  std::string optimize = "-O1";
+  std::string optimize = "-O0";
 };
 /// The emulated backend (see the file comment). @throws Error if no compiler is found at use.
 std::unique_ptr<DeviceBackend> make_emulated_backend(EmulationOptions options = {});

@@ -215,11 +215,8 @@ TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
         auto dev = engine_for(c.model, p, be);
         EXPECT_EQ(dev->species(), host.species());
         EXPECT_EQ(dev->num_layers(), host.num_layers());
-        // The cluster (no images) in float64 only: the emulated convolution is the slow part.
-        std::vector<System> systems = {periodic_cell(c.model.num_species(), 11, c.model.r_max)};
-        if (p == Precision::kFloat64)
-          systems.push_back(cluster(6, c.model.num_species(), 2.6, 7, c.model.r_max));
-        for (const System& s : systems) {
+        for (const System& s : {periodic_cell(c.model.num_species(), 11, c.model.r_max),
+                                cluster(6, c.model.num_species(), 2.6, 7, c.model.r_max)}) {
           ASSERT_GT(s.center.size(), 10u);
           EngineResult ref, r;
           host.compute(graph_of(s), ref, nullptr);
@@ -230,15 +227,9 @@ TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
       }
 }
 
-// A subset of the models keeps the emulated run short (the modes do not depend on the model).
-std::vector<Case> some_cases(std::size_t n) {
-  const auto& all = mace_cases();
-  return std::vector<Case>(all.begin(), all.begin() + std::min(n, all.size()));
-}
-
 TEST(MaceCudaEngine, DeterministicModeIsBitwiseReproducibleAndAtomicModeAgrees) {
   for (const std::string& be : backends())
-    for (const Case& c : some_cases(be == "emulated" ? 2 : 100)) {
+    for (const Case& c : mace_cases()) {
       SCOPED_TRACE(be + " " + c.name);
       const System s = periodic_cell(c.model.num_species(), 3, c.model.r_max);
       auto det = engine_for(c.model, Precision::kFloat64, be, true);
@@ -289,7 +280,7 @@ class OwnerMapExchange : public GhostExchange {
 };
 
 TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
-  for (const Case& c : some_cases(3)) {
+  for (const Case& c : mace_cases()) {
     SCOPED_TRACE(c.name);
     const System s = periodic_cell(c.model.num_species(), 5, c.model.r_max);
     auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
