@@ -783,6 +783,11 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
   DeviceBackend& b = *backend_;
   const long long E = static_cast<long long>(E_), L = static_cast<long long>(L_);
   ghu_.resize(t > 0 ? N_ * Lp.dim_edge : 0);
+  if (E_ == 0) {
+    // No edge: nothing reaches the senders (the convolution rejects a pass with no output).
+    ghu_.zero(s);
+    return;
+  }
   gyT_.resize(E_ * Lp.dim_y);
   gw_.resize(E_ * Lp.numel);
   ConvBuffers cb = conv_buffers(Lp);

@@ -315,6 +315,28 @@ TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
   }
 }
 
+TEST(MaceCudaEngine, AtomsWithoutEdgesAndRanksWithoutAtoms) {
+  const Case& c = mace_cases().back();
+  auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
+  MaceEngine host(c.model);
+  // Two isolated atoms: E0 (+ self-connection terms) only, no edges.
+  const std::vector<int> species = {0, c.model.num_species() - 1};
+  AtomGraph g{2, 2, species.data(), 0, nullptr, nullptr, nullptr};
+  EngineResult r, ref;
+  dev->compute(g, r, nullptr);
+  host.compute(g, ref, nullptr);
+  EXPECT_NEAR(r.energy, ref.energy, 1e-12 * std::max(1.0, std::abs(ref.energy)));
+  EXPECT_LE(max_diff(r.atom_energy, ref.atom_energy), 1e-12);
+  EXPECT_TRUE(r.edge_gradient.empty());
+  // A rank that owns nothing still makes every collective exchange call.
+  OwnerMapExchange exchange(0, {});
+  AtomGraph empty{0, 0, nullptr, 0, nullptr, nullptr, nullptr};
+  dev->compute(empty, r, &exchange);
+  EXPECT_EQ(r.energy, 0.0);
+  EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+  EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
+}
+
 TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
   const Case& c = mace_cases().front();
   const System s = periodic_cell(c.model.num_species(), 9, c.model.r_max);
