@@ -165,9 +165,10 @@ bool all_pass = true;
 std::shared_ptr<cuda::DeviceBackend> backend;
 
 std::unique_ptr<cuda::CudaEngine> device_engine(const model::Model& m, Precision p,
-                                                bool deterministic = true) {
+                                                bool deterministic = true, bool profile = false) {
   cuda::CudaEngineOptions o;
   o.deterministic = deterministic;
+  o.profile = profile;
   o.backend = backend;
   return cuda::make_cuda_engine(m, p, o);
 }
@@ -289,6 +290,23 @@ int main(int argc, char** argv) {
              << (bitwise ? "true" : "false") << ",\"setup_s\":" << t_build << "}";
           report(line.str(), js.str(), pass);
         }
+      // Where the time goes: one profiled call per precision (phases synchronised).
+      for (Precision p : {Precision::kFloat64, Precision::kFloat32}) {
+        auto dev = device_engine(m, p, true, true);
+        EngineResult r;
+        dev->compute(graph_of(s), r, nullptr);
+        dev->compute(graph_of(s), r, nullptr);
+        std::ostringstream line, js;
+        line << "phases " << to_string(p) << " atoms " << s.n() << ":";
+        js << "{\"kind\":\"phases\",\"precision\":\"" << to_string(p) << "\",\"atoms\":" << s.n();
+        for (const auto& [name, sec] : dev->phase_seconds()) {
+          line << "\n    " << name << " " << fmt(sec * 1e3) << " ms";
+          js << ",\"" << name << "\":" << sec * 1e3;
+        }
+        js << "}";
+        std::cout << line.str() << std::endl;
+        if (json) json << js.str() << "\n";
+      }
     }
   } catch (const std::exception& ex) {
     std::cerr << "error: " << ex.what() << std::endl;

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "device_backend.h"
 #include "engine.h"
@@ -29,6 +31,9 @@ struct CudaEngineOptions {
   int device = 0;
   /// Use this backend instead of make_cuda_backend(device) (tests pass the emulated one).
   std::shared_ptr<DeviceBackend> backend;
+  /// Record the wall time of each phase of compute() (synchronising the stream between phases,
+  /// so the total is slower): CudaEngine::phase_seconds(). For benchmarks.
+  bool profile = false;
 };
 
 /// A graph whose arrays are device pointers (of the engine's backend), valid during the call.
@@ -58,6 +63,8 @@ class CudaEngine : public Engine {
   /// @throws Error as compute() does.
   virtual void compute_device(const DeviceAtomGraph& graph, const DeviceResult& result,
                               GhostExchange* exchange, Stream stream) = 0;
+  /// With CudaEngineOptions::profile: (phase, seconds) of the last call, in order; else empty.
+  virtual std::vector<std::pair<std::string, double>> phase_seconds() const { return {}; }
 };
 
 /// The CUDA engine of @p model. @throws CudaError when no driver or device is usable (the

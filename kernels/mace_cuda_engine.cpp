@@ -21,6 +21,7 @@
 // arrays on the host (it copies them to build the orderings) and the geometry on the device
 // (a status word read back at the end).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -95,6 +96,7 @@ class MaceCuda final : public CudaEngine {
   int num_layers() const override { return host_.num_layers(); }
   int exchange_width() const override { return host_.exchange_width(); }
   DeviceBackend& backend() override { return *backend_; }
+  std::vector<std::pair<std::string, double>> phase_seconds() const override { return phases_; }
 
   void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
   void compute_device(const DeviceAtomGraph& graph, const DeviceResult& result,
@@ -121,6 +123,21 @@ class MaceCuda final : public CudaEngine {
   void stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
   void stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
   ConvBuffers conv_buffers(const Layer<T>& Lp) const;
+  // Profiling (CudaEngineOptions::profile): ends the current phase.
+  void phase(const std::string& name, Stream s) {
+    if (!profile_) return;
+    backend_->synchronize(s);
+    const auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(name, std::chrono::duration<double>(now - mark_).count());
+    mark_ = now;
+  }
+  void start_phases() {
+    phases_.clear();
+    mark_ = std::chrono::steady_clock::now();
+  }
+  bool profile_ = false;
+  std::vector<std::pair<std::string, double>> phases_;
+  std::chrono::steady_clock::time_point mark_;
 
   MaceEngine host_;  // the model's validation and metadata (and nothing on the hot path)
   std::shared_ptr<DeviceBackend> backend_;
@@ -156,6 +173,7 @@ template <class T, class G>
 MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
                          const CudaEngineOptions& options)
     : host_(model, precision) {
+  profile_ = options.profile;
   backend_ = options.backend ? options.backend : std::shared_ptr<DeviceBackend>(make_cuda_backend(options.device));
   DeviceBackend& b = *backend_;
   const model::Mace& m = *model.mace;
@@ -398,6 +416,7 @@ void MaceCuda<T, G>::build_orderings(std::size_t E, const int* center, const int
 
 template <class T, class G>
 void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExchange* exchange) {
+  start_phases();
   validate_indices(g.num_local, g.num_nodes, g.num_edges, g.species, g.center, g.neighbor,
                    exchange);
   if (g.num_edges > 0 && !g.vector)
@@ -405,9 +424,12 @@ void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   validate_vectors(g.num_edges, g.species, g.center, g.neighbor, g.vector);
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   const Stream s = nullptr;
+  phase("validate graph (host)", s);
   build_orderings(E_, g.center, g.neighbor, s);
+  phase("edge orderings (host) + upload", s);
   species_buf_.upload(g.species, N_, s);
   vector_buf_.upload(g.vector, 3 * E_, s);
+  phase("upload species, vectors", s);
   atom_energy_.resize(L_);
   edge_grad_.resize(3 * E_);
   run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange,
@@ -416,6 +438,7 @@ void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   result.edge_gradient.resize(3 * E_);
   backend_->download(result.atom_energy.data(), atom_energy_.data(), L_ * sizeof(double), s);
   backend_->download(result.edge_gradient.data(), edge_grad_.data(), 3 * E_ * sizeof(double), s);
+  phase("download results", s);
   result.energy = 0;
   for (double e : result.atom_energy) result.energy += e;
 }
@@ -423,6 +446,7 @@ void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
 template <class T, class G>
 void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult& r,
                                     GhostExchange* exchange, Stream s) {
+  start_phases();
   std::vector<int> species(g.num_nodes), center(g.num_edges), neighbor(g.num_edges);
   if (g.num_nodes > 0 && !g.species) throw Error("graph.species is null");
   if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
@@ -506,6 +530,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   ea.zbl_scale = scale_, ea.min_length = MaceEngine::kMinEdgeLength;
   ea.num_edges = E;
   b.launch(*k_geometry_, grid_for(E), s, ea);
+  phase("edge geometry", s);
   if (zbl_)
     gk_->segment_sum(DType::kFloat64, DType::kFloat64,
                      SegmentSumArgs{zbl_edge_.data(), zbl_atom_.data(), centre_ptr_.data(), L, 1,
@@ -522,6 +547,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   for (int t = 0; t < T_; ++t) {
     prepare_layer(t, exchange, s);
     layer_forward(t, s);
+    phase("layer " + std::to_string(t) + " forward", s);
   }
   MaceEnergyArgs en{d_species, e0_.data(), zbl_ ? zbl_atom_.data() : nullptr,
                     energy_acc_.data(), atom_energy, scale_, shift_, L};
@@ -531,13 +557,16 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   gh_.zero(s);
   for (int t = T_ - 1; t >= 0; --t) {
     node_backward(t, s);
+    phase("layer " + std::to_string(t) + " node backward", s);
     edge_backward(t, s);
     if (t > 0) backward_tail(t, exchange, s);
+    phase("layer " + std::to_string(t) + " edge backward", s);
   }
   ea.gY = gY_.data(), ea.gE = gE_.data(), ea.gF = apply_cutoff_ ? nullptr : gF_.data();
   ea.edge_gradient = edge_gradient;
   b.launch(*k_gradient_, grid_for(E), s, ea);
   b.synchronize(s);
+  phase("edge gradient", s);
 }
 
 template <class T, class G>
