@@ -33,6 +33,9 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
     L.w.upload(ws);
     L.bias = DeviceArray<T>(backend);
     if (!src.bias.empty()) {
+      // The activation kernel adds the bias; MACE and NequIP MLPs have no bias at all.
+      if (!src.activation)
+        throw ModelFormatError(w + ": a bias without an activation is not supported on the GPU");
       if (src.bias.size() != static_cast<std::size_t>(src.h_out))
         throw ModelFormatError(w + ": bias has " + std::to_string(src.bias.size()) +
                                " values, expected " + std::to_string(src.h_out));
@@ -66,19 +69,12 @@ void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x,
     // Without an activation the GEMM writes the output directly (plus bias in place).
     T* z = L.has_act ? L.z.data() : out;
     gk.gemm(dtype_of<T>(), GenericKernels::dense(in, L.w.data(), z, rows, L.h_out, L.h_in), s);
-    if (L.has_act || L.bias.size()) {
+    if (L.has_act) {
       ActArgs a{};
       a.z = z, a.a = out, a.g = nullptr, a.bias = L.bias.size() ? L.bias.data() : nullptr;
       a.rows = rows, a.ld = L.h_out, a.c0 = 0, a.c1 = L.h_out;
-      if (L.has_act) {
-        a.kind = L.kind, a.cst = L.cst, a.out_scale = L.out_scale;
-        gk.act_forward(dtype_of<T>(), a, s);
-      } else {
-        // Bias only: z == out, add it through axpby of the bias row broadcast... done as a GEMM
-        // with k = 1 against a ones column would need a buffer; use the activation kernel's
-        // bias step with the identity instead (abs/sigmoid are not identities, so add it here).
-        throw Error("DeviceMlp: a bias on a layer without activation is not supported");
-      }
+      a.kind = L.kind, a.cst = L.cst, a.out_scale = L.out_scale;
+      gk.act_forward(dtype_of<T>(), a, s);
     }
     in = out;
   }

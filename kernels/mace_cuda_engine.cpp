@@ -810,7 +810,7 @@ template <class T, class G>
 void MaceCuda<T, G>::edge_backward(int t, Stream s) {
   Layer<T>& Lp = layers_[t];
   DeviceBackend& b = *backend_;
-  const long long E = static_cast<long long>(E_), L = static_cast<long long>(L_);
+  const long long E = static_cast<long long>(E_);
   ghu_.resize(t > 0 ? N_ * Lp.dim_edge : 0);
   if (E_ == 0) {
     // No edge: nothing reaches the senders (the convolution rejects a pass with no output).
@@ -851,7 +851,6 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     Lp.density_mlp.backward(*gk_, E, grho_.data(), gef_.data(), s);
     gk_->axpby(dt_, dg_, ga, s);
   }
-  (void)L;
 }
 
 template <class T, class G>
