@@ -27,7 +27,8 @@ struct CudaEngineOptions {
   /// Fixed-order accumulation everywhere (the convolution's deterministic mode): bitwise
   /// reproducible results run to run. false: atomic accumulation in the convolution.
   bool deterministic = true;
-  /// CUDA device ordinal.
+  /// CUDA device ordinal; -1: the node-local MPI rank modulo the device count
+  /// (device_for_local_rank).
   int device = 0;
   /// Use this backend instead of make_cuda_backend(device) (tests pass the emulated one).
   std::shared_ptr<DeviceBackend> backend;

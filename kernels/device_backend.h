@@ -110,9 +110,16 @@ class DeviceBackend {
   }
 };
 
-/// The CUDA backend on device @p ordinal (its primary context made current on this thread).
+/// The CUDA backend on device @p ordinal (its primary context made current on this thread);
+/// ordinal -1: device_for_local_rank() of the driver's device count.
 /// @throws CudaError "no CUDA driver found ..." / "no CUDA device ..." with what to check.
 std::unique_ptr<DeviceBackend> make_cuda_backend(int ordinal = 0);
+
+/// The device an MPI rank uses when none is named: its rank on the node (from the launcher's
+/// environment: OMPI_COMM_WORLD_LOCAL_RANK, MV2_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+/// SLURM_LOCALID, PMI_LOCAL_RANK; 0 when none is set) modulo @p device_count, so that ranks
+/// sharing a node spread over its GPUs.
+int device_for_local_rank(int device_count);
 
 /// How the emulated backend builds modules.
 struct EmulationOptions {

@@ -2,6 +2,7 @@
 //
 // The CUDA backend of device_backend.h: driver API through cuda_driver.h (resolved at run time),
 // NVRTC modules through nvrtc_module.h (compiled for the device's architecture, cached on disk).
+#include <cstdlib>
 #include <map>
 
 #include "cuda_driver.h"
@@ -62,6 +63,7 @@ class CudaBackend final : public DeviceBackend {
     check(d->DeviceGetCount(&count), "cuDeviceGetCount");
     if (count <= 0)
       throw CudaError("no CUDA device found (the driver reports 0 devices); use device cpu");
+    if (ordinal == -1) ordinal = device_for_local_rank(count);
     if (ordinal < 0 || ordinal >= count)
       throw CudaError("CUDA device " + std::to_string(ordinal) + " requested, the driver reports " +
                       std::to_string(count) + " device(s) (0.." + std::to_string(count - 1) + ")");
@@ -148,6 +150,18 @@ class CudaBackend final : public DeviceBackend {
 };
 
 }  // namespace
+
+int device_for_local_rank(int device_count) {
+  if (device_count <= 0) return 0;
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                           "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"})
+    if (const char* v = std::getenv(name); v && *v) {
+      char* end = nullptr;
+      const long rank = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && rank >= 0) return static_cast<int>(rank % device_count);
+    }
+  return 0;
+}
 
 std::unique_ptr<DeviceBackend> make_cuda_backend(int ordinal) {
   return std::make_unique<CudaBackend>(ordinal);

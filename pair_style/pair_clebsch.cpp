@@ -156,7 +156,8 @@ void PairClebsch::coeff(int narg, char **arg)
   try {
     const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
     if (device_name_ == "gpu")
-      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, 0);
+      // -1: each rank takes the GPU of its node-local rank (modulo the node's GPU count).
+      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, -1);
     else
       engine_ = clebsch::make_host_engine(model, precision);
   } catch (std::exception &e) {

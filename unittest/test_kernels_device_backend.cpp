@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <random>
 
 #include "conv_runner.h"
@@ -40,6 +41,22 @@ TEST(CudaBackend, WithoutDriverThrowsAnActionableMessage) {
   } catch (const CudaError& e) {
     EXPECT_NE(std::string(e.what()).find("device cpu"), std::string::npos) << e.what();
   }
+}
+
+TEST(CudaBackend, DeviceForLocalRankSpreadsRanksOverTheNodesDevices) {
+  for (const char* n : {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                        "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"})
+    unsetenv(n);
+  EXPECT_EQ(device_for_local_rank(4), 0);
+  setenv("SLURM_LOCALID", "6", 1);
+  EXPECT_EQ(device_for_local_rank(4), 2);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);  // the first variable found wins
+  EXPECT_EQ(device_for_local_rank(4), 3);
+  EXPECT_EQ(device_for_local_rank(1), 0);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);  // not a number: the next one
+  EXPECT_EQ(device_for_local_rank(4), 2);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("SLURM_LOCALID");
 }
 
 std::unique_ptr<DeviceBackend> backend_named(const std::string& name) {
