@@ -25,6 +25,16 @@ if [ -z "${LAMMPS_SOURCE_DIR:-}" ] || [ -z "${LAMMPS_ROOT:-}" ]; then
   LAMMPS_ROOT=$prefix/install
 fi
 
+# LAMMPS with KOKKOS (OpenMP) in a Debian sid chroot and the plugin with clebsch/kk built there,
+# for the /kk tests (scripts/build-lammps-kokkos.sh; needs root). CLEBSCH_KOKKOS=0 skips it.
+kokkos_args=()
+if [ "${CLEBSCH_KOKKOS:-1}" != 0 ]; then
+  step "LAMMPS with KOKKOS (OpenMP, Debian sid chroot) and the clebsch/kk plugin"
+  kprefix=$(bash "$root/scripts/build-lammps-kokkos.sh" "$build/kokkos-plugin" | tail -n 1)
+  kokkos_args=(-DCLEBSCH_KOKKOS_LMP="$kprefix/bin/lmp" -DCLEBSCH_KOKKOS_MPIEXEC="$kprefix/bin/mpirun"
+               -DCLEBSCH_KOKKOS_PLUGIN="$build/kokkos-plugin/pair_style/libclebschplugin.so")
+fi
+
 step "Clebsch"
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_BASEDIR=$root
 launcher=()
@@ -33,5 +43,5 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}
       -DCLEBSCH_PYTHON="$cache/venv-e3nn/bin/python" \
       -DCLEBSCH_PYTHON_MACE="$cache/venv-mace/bin/python" \
       -DCLEBSCH_PYTHON_NEQUIP="$cache/venv-nequip/bin/python" \
-      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" >&2
+      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" "${kokkos_args[@]}" >&2
 cmake --build "$build" -j "${CLEBSCH_JOBS:-$(nproc)}" >&2
