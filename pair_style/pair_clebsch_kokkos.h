@@ -38,18 +38,15 @@ PairStyle(clebsch/kk/host,PairClebschKokkos<LMPHostType>);
 namespace LAMMPS_NS {
 
 // LAMMPS renamed its Kokkos precision types in September 2025 (KK_FLOAT, KK_ACC_FLOAT, transform
-// views for per-atom tallies); kokkos_type.h of those versions defines one LMP_KOKKOS_*_*
-// precision macro. Older versions (20250204) used E_FLOAT / F_FLOAT and plain DualViews.
-#if defined(LMP_KOKKOS_DOUBLE_DOUBLE) || defined(LMP_KOKKOS_SINGLE_DOUBLE) || \
-    defined(LMP_KOKKOS_SINGLE_SINGLE)
-#define CLEBSCH_KOKKOS_PRECISION_API 1
+// views for per-atom tallies, double buffers in the Kokkos pair communication); kokkos_type.h of
+// those versions defines one LMP_KOKKOS_*_* precision macro. Older versions (20250204: E_FLOAT
+// and F_FLOAT, DualViews, and a different pack_forward_comm_kokkos signature) are not supported.
+#if !defined(LMP_KOKKOS_DOUBLE_DOUBLE) && !defined(LMP_KOKKOS_SINGLE_DOUBLE) && \
+    !defined(LMP_KOKKOS_SINGLE_SINGLE)
+#error "pair_style clebsch/kk needs LAMMPS with the KOKKOS precision API (September 2025 or later, e.g. 20260704)"
+#endif
 using ClebschKokkosEatomDual = DAT::ttransform_kkacc_1d;
 using ClebschKokkosVatomDual = DAT::ttransform_kkacc_1d_6;
-#else
-#define CLEBSCH_KOKKOS_PRECISION_API 0
-using ClebschKokkosEatomDual = DAT::tdual_efloat_1d;
-using ClebschKokkosVatomDual = DAT::tdual_virial_array;
-#endif
 
 /// Kernels of clebsch/kk: every View and scalar a stage reads, one tag per stage.
 template <class DeviceType> struct ClebschKokkosKernels {

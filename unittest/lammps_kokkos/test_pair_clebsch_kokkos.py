@@ -249,3 +249,14 @@ run 0
     assert run.returncode != 0
     text = run.output + run.log
     assert "ERROR" in text and "overlapping atoms" in text and "0.01" in text, text[-2000:]
+
+
+def test_kk_host_communication_path_equals_plain():
+    """'package kokkos comm/pair/* host': LAMMPS's host communication calls the style's host
+    pack/unpack (the same kernels on host buffers) instead of the *_comm_kokkos ones."""
+    args = KK + ["-pk", "kokkos", "comm/pair/forward", "host", "comm/pair/reverse", "host"]
+    kk = _cuau_run(args, 2, n=4, steps=0, newton="off", dump_every=1)
+    plain = _cuau_run([], 2, n=4, steps=0, dump_every=1)
+    _compare(kk, plain, f_tol=1e-10, e_tol=1e-10, label="host comm path")
+    cleanup(kk)
+    cleanup(plain)
