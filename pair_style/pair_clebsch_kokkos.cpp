@@ -97,7 +97,8 @@ void PairClebschKokkos<DeviceType>::grow(View &view, size_t n, const char *label
 {
   // Grow with headroom, never shrink: the graph changes size a little every step.
   if (view.extent(0) < n)
-    view = View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 5 + 16);
+    view =
+        View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 5 + 16);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -174,19 +175,22 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::build_graph_kokk
     grow(k_.d_owner_of_tag, static_cast<size_t>(max_tag) + 1, "clebsch:owner_of_tag");
     Kokkos::deep_copy(k_.d_owner_of_tag, -1);
     Kokkos::parallel_for("clebsch:owner_map",
-                         Kokkos::RangePolicy<DeviceType, typename Kernels::TagOwnerMap>(0, nlocal), k_);
+                         Kokkos::RangePolicy<DeviceType, typename Kernels::TagOwnerMap>(0, nlocal),
+                         k_);
   }
 
   nnodes_ = owners_only_ ? nlocal : nall;
   grow(k_.d_species, nnodes_, "clebsch:species");
   Kokkos::parallel_for("clebsch:species",
-                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagSpecies>(0, nnodes_), k_);
+                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagSpecies>(0, nnodes_),
+                       k_);
 
   // Edges: count per centre atom, exclusive scan, fill. The order (centre by centre, then the
   // neighbor list's order) is the plain style's.
   grow(k_.d_edge_offset, static_cast<size_t>(inum) + 1, "clebsch:edge_offset");
   Kokkos::parallel_for("clebsch:count_edges",
-                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagCountEdges>(0, inum), k_);
+                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagCountEdges>(0, inum),
+                       k_);
   auto offset = k_.d_edge_offset;
   Kokkos::parallel_scan(
       "clebsch:edge_scan", Kokkos::RangePolicy<DeviceType>(0, inum + 1),
@@ -205,7 +209,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::build_graph_kokk
     k_.d_missing_owner = Kokkos::View<tagint, DeviceType>("clebsch:missing_owner");
   Kokkos::deep_copy(k_.d_missing_owner, tagint(0));
   Kokkos::parallel_for("clebsch:fill_edges",
-                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagFillEdges>(0, inum), k_);
+                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagFillEdges>(0, inum),
+                       k_);
   tagint missing = 0;
   Kokkos::deep_copy(missing, k_.d_missing_owner);
   if (missing) error->one(FLERR, "Pair style clebsch: ghost atom {} has no local owner", missing);
@@ -213,21 +218,21 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::build_graph_kokk
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagOwnerMap,
-                                                                          const int i) const
+                                                                         const int i) const
 {
   d_owner_of_tag(tag(i)) = i;
 }
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagSpecies,
-                                                                          const int i) const
+                                                                         const int i) const
 {
   d_species(i) = d_type_to_species(type(i));
 }
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagCountEdges,
-                                                                          const int ii) const
+                                                                         const int ii) const
 {
   const int i = d_ilist(ii);
   const int jnum = d_numneigh(i);
@@ -244,7 +249,7 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagCoun
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagFillEdges,
-                                                                          const int ii) const
+                                                                         const int ii) const
 {
   const int i = d_ilist(ii);
   const int jnum = d_numneigh(i);
@@ -285,7 +290,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_engine()
     // (kernels/, being written) on the graph Views in place: device pointers of d_species,
     // d_center, d_neighbor, d_vector, and Kokkos' stream (DeviceType().cuda_stream()), with the
     // per-layer exchanges below on device rows. Until then this path stops here.
-    error->one(FLERR, "Pair style clebsch/kk: the CUDA engine path of the Kokkos style is not "
+    error->one(FLERR,
+               "Pair style clebsch/kk: the CUDA engine path of the Kokkos style is not "
                "implemented yet; use clebsch/kk/host (or pair_style clebsch)");
   } else {
     // Host engine, on the Views in place (their memory is host memory here).
@@ -338,9 +344,9 @@ void PairClebschKokkos<DeviceType>::tally_kokkos(const clebsch::EngineResult &re
         Kokkos::subview(k_.d_atom_energy, std::make_pair(0, nlocal)),
         Kokkos::View<const double *, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
             result.atom_energy.data(), nlocal));
-    Kokkos::parallel_for("clebsch:atom_energy",
-                         Kokkos::RangePolicy<DeviceType, typename Kernels::TagAtomEnergy>(0, nlocal),
-                         k_);
+    Kokkos::parallel_for(
+        "clebsch:atom_energy",
+        Kokkos::RangePolicy<DeviceType, typename Kernels::TagAtomEnergy>(0, nlocal), k_);
   }
   if (k_.own_ghost_tally) {
     if (k_.d_ghost_tally.extent(0) < static_cast<size_t>(nall))
@@ -373,14 +379,14 @@ void PairClebschKokkos<DeviceType>::tally_kokkos(const clebsch::EngineResult &re
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagAtomEnergy,
-                                                                          const int i) const
+                                                                         const int i) const
 {
   d_eatom(i) += d_atom_energy(i);
 }
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagTally, const int e,
-                                                                          EV_FLOAT &ev) const
+                                                                         EV_FLOAT &ev) const
 {
   const double g[3] = {d_gradient(e, 0), d_gradient(e, 1), d_gradient(e, 2)};
   const double v[3] = {d_vector(e, 0), d_vector(e, 1), d_vector(e, 2)};
@@ -514,10 +520,12 @@ void PairClebschKokkos<DeviceType>::unpack_reverse_comm_kokkos(int n, DAT::tdual
 
 // The host path wraps LAMMPS's host buffers in unmanaged Views; only valid where the host can
 // address DeviceType's memory (the rows and tallies live there).
-#define CLEBSCH_HOST_COMM_OR_FAIL()                                                               \
-  if constexpr (!kHostReadable<DeviceType>)                                                       \
-    error->one(FLERR, "Pair style clebsch/kk: host communication of device data is not "          \
-               "supported; use 'package kokkos comm/pair/forward device comm/pair/reverse device'");
+#define CLEBSCH_HOST_COMM_OR_FAIL()                                        \
+  if constexpr (!kHostReadable<DeviceType>)                                \
+    error->one(                                                            \
+        FLERR,                                                             \
+        "Pair style clebsch/kk: host communication of device data is not " \
+        "supported; use 'package kokkos comm/pair/forward device comm/pair/reverse device'");
 
 template <class DeviceType>
 int PairClebschKokkos<DeviceType>::pack_forward_comm(int n, int *list, double *buf, int, int *)
@@ -562,10 +570,12 @@ template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_forward(
 {
   if (comm_mode_ == CommMode::kFeaturesDouble)
     Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<double>>(0, n), k_);
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<double>>(0, n),
+        k_);
   else
     Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<float>>(0, n), k_);
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<float>>(0, n),
+        k_);
   return n * k_.width;
 }
 
@@ -590,10 +600,12 @@ template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_reverse(
   }
   if (comm_mode_ == CommMode::kFeaturesDouble)
     Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<double>>(0, n), k_);
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<double>>(0, n),
+        k_);
   else
     Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<float>>(0, n), k_);
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<float>>(0, n),
+        k_);
   return n * k_.width;
 }
 
@@ -616,7 +628,7 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_unpack_rever
 template <class DeviceType>
 template <typename T>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPackForward<T>,
-                                                                          const int k) const
+                                                                         const int k) const
 {
   const auto &r = rows<T>();
   const int j = d_sendlist(k);
@@ -626,7 +638,7 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPack
 template <class DeviceType>
 template <typename T>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpackForward<T>,
-                                                                          const int k) const
+                                                                         const int k) const
 {
   const auto &r = rows<T>();
   for (int c = 0; c < width; c++) r(first + k, c) = static_cast<T>(d_buf(k * width + c));
@@ -635,7 +647,7 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpa
 template <class DeviceType>
 template <typename T>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPackReverse<T>,
-                                                                          const int k) const
+                                                                         const int k) const
 {
   const auto &r = rows<T>();
   for (int c = 0; c < width; c++) d_buf(k * width + c) = r(first + k, c);
@@ -644,7 +656,7 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPack
 template <class DeviceType>
 template <typename T>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpackReverse<T>,
-                                                                          const int k) const
+                                                                         const int k) const
 {
   const auto &r = rows<T>();
   const int j = d_sendlist(k);
@@ -653,7 +665,7 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpa
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPackReverseTally,
-                                                                          const int k) const
+                                                                         const int k) const
 {
   constexpr int w = clebsch_pair::kGhostTallyWidth;
   for (int c = 0; c < w; c++) d_buf(k * w + c) = d_ghost_tally(first + k, c);
@@ -661,7 +673,7 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPack
 
 template <class DeviceType>
 KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpackReverseTally,
-                                                                          const int k) const
+                                                                         const int k) const
 {
   constexpr int w = clebsch_pair::kGhostTallyWidth;
   const int j = d_sendlist(k);

@@ -43,7 +43,7 @@ namespace LAMMPS_NS {
 // and F_FLOAT, DualViews, and a different pack_forward_comm_kokkos signature) are not supported.
 #if !defined(LMP_KOKKOS_DOUBLE_DOUBLE) && !defined(LMP_KOKKOS_SINGLE_DOUBLE) && \
     !defined(LMP_KOKKOS_SINGLE_SINGLE)
-#error "pair_style clebsch/kk needs LAMMPS with the KOKKOS precision API (September 2025 or later, e.g. 20260704)"
+#error "clebsch/kk needs LAMMPS with the KOKKOS precision API (Sep 2025 or later, e.g. 20260704)"
 #endif
 using ClebschKokkosEatomDual = DAT::ttransform_kkacc_1d;
 using ClebschKokkosVatomDual = DAT::ttransform_kkacc_1d_6;
@@ -52,15 +52,21 @@ using ClebschKokkosVatomDual = DAT::ttransform_kkacc_1d_6;
 template <class DeviceType> struct ClebschKokkosKernels {
   // The only reduction through this functor is the edge tally's virial.
   typedef EV_FLOAT value_type;
-  using AtomView = std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_x.template view<DeviceType>())>;
-  using ForceView = std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_f.template view<DeviceType>())>;
-  using TypeView = std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_type.template view<DeviceType>())>;
-  using TagView = std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_tag.template view<DeviceType>())>;
-  using EatomView = std::remove_cvref_t<decltype(std::declval<ClebschKokkosEatomDual &>().template view<DeviceType>())>;
-  using VatomView = std::remove_cvref_t<decltype(std::declval<ClebschKokkosVatomDual &>().template view<DeviceType>())>;
+  using AtomView =
+      std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_x.template view<DeviceType>())>;
+  using ForceView =
+      std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_f.template view<DeviceType>())>;
+  using TypeView = std::remove_cvref_t<
+      decltype(std::declval<AtomKokkos &>().k_type.template view<DeviceType>())>;
+  using TagView =
+      std::remove_cvref_t<decltype(std::declval<AtomKokkos &>().k_tag.template view<DeviceType>())>;
+  using EatomView = std::remove_cvref_t<
+      decltype(std::declval<ClebschKokkosEatomDual &>().template view<DeviceType>())>;
+  using VatomView = std::remove_cvref_t<
+      decltype(std::declval<ClebschKokkosVatomDual &>().template view<DeviceType>())>;
   template <typename T>
-  using Rows = Kokkos::View<T **, Kokkos::LayoutRight, DeviceType,
-                            Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Rows =
+      Kokkos::View<T **, Kokkos::LayoutRight, DeviceType, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using IntView = Kokkos::View<int *, DeviceType>;
   using Vec3View = Kokkos::View<double *[3], Kokkos::LayoutRight, DeviceType>;
 
@@ -70,10 +76,14 @@ template <class DeviceType> struct ClebschKokkosKernels {
   struct TagFillEdges {};
   struct TagAtomEnergy {};
   struct TagTally {};
-  template <typename T> struct TagPackForward {};
-  template <typename T> struct TagUnpackForward {};
-  template <typename T> struct TagPackReverse {};
-  template <typename T> struct TagUnpackReverse {};
+  template <typename T> struct TagPackForward {
+  };
+  template <typename T> struct TagUnpackForward {
+  };
+  template <typename T> struct TagPackReverse {
+  };
+  template <typename T> struct TagUnpackReverse {
+  };
   struct TagPackReverseTally {};
   struct TagUnpackReverseTally {};
 
@@ -88,16 +98,16 @@ template <class DeviceType> struct ClebschKokkosKernels {
   VatomView d_vatom;
 
   // Model tables.
-  IntView d_type_to_species;                       // [ntypes+1]
-  Kokkos::View<double **, DeviceType> d_cutsq;     // [ntypes+1][ntypes+1], [centre][neighbor]
+  IntView d_type_to_species;                      // [ntypes+1]
+  Kokkos::View<double **, DeviceType> d_cutsq;    // [ntypes+1][ntypes+1], [centre][neighbor]
 
   // The graph (node index = LAMMPS atom index, or its owner on one rank).
-  IntView d_owner_of_tag;                          // one rank: local index of each atom ID
+  IntView d_owner_of_tag;    // one rank: local index of each atom ID
   IntView d_species, d_edge_offset, d_center, d_neighbor, d_neighbor_atom;
   Vec3View d_vector, d_gradient;
   Kokkos::View<double *, DeviceType> d_atom_energy;
-  Kokkos::View<tagint, DeviceType> d_missing_owner;  // tag of a ghost without owner, else 0
-  Kokkos::View<double **, Kokkos::LayoutRight, DeviceType> d_ghost_tally;  // [nall][9]
+  Kokkos::View<tagint, DeviceType> d_missing_owner;    // tag of a ghost without owner, else 0
+  Kokkos::View<double **, Kokkos::LayoutRight, DeviceType> d_ghost_tally;    // [nall][9]
 
   // Communication: the rows being exchanged and LAMMPS's buffers.
   Rows<double> d_rows_double;
@@ -115,10 +125,12 @@ template <class DeviceType> struct ClebschKokkosKernels {
   KOKKOS_INLINE_FUNCTION void operator()(TagFillEdges, const int ii) const;
   KOKKOS_INLINE_FUNCTION void operator()(TagAtomEnergy, const int i) const;
   KOKKOS_INLINE_FUNCTION void operator()(TagTally, const int e, EV_FLOAT &ev) const;
-  template <typename T> KOKKOS_INLINE_FUNCTION void operator()(TagPackForward<T>, const int k) const;
+  template <typename T>
+  KOKKOS_INLINE_FUNCTION void operator()(TagPackForward<T>, const int k) const;
   template <typename T>
   KOKKOS_INLINE_FUNCTION void operator()(TagUnpackForward<T>, const int k) const;
-  template <typename T> KOKKOS_INLINE_FUNCTION void operator()(TagPackReverse<T>, const int k) const;
+  template <typename T>
+  KOKKOS_INLINE_FUNCTION void operator()(TagPackReverse<T>, const int k) const;
   template <typename T>
   KOKKOS_INLINE_FUNCTION void operator()(TagUnpackReverse<T>, const int k) const;
   KOKKOS_INLINE_FUNCTION void operator()(TagPackReverseTally, const int k) const;
@@ -147,8 +159,7 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   double init_one(int, int) override;
   double memory_usage() override;
 
-  int pack_forward_comm_kokkos(int, DAT::tdual_int_1d, DAT::tdual_double_1d &, int,
-                               int *) override;
+  int pack_forward_comm_kokkos(int, DAT::tdual_int_1d, DAT::tdual_double_1d &, int, int *) override;
   void unpack_forward_comm_kokkos(int, int, DAT::tdual_double_1d &) override;
   int pack_reverse_comm_kokkos(int, int, DAT::tdual_double_1d &) override;
   void unpack_reverse_comm_kokkos(int, DAT::tdual_int_1d, DAT::tdual_double_1d &) override;
@@ -180,7 +191,7 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   ClebschKokkosVatomDual k_vatom;
   int nedges_ = 0;
   int nnodes_ = 0;
-  int ntypes_tables_ = -1;  // ntypes the per-type Views were filled for
+  int ntypes_tables_ = -1;    // ntypes the per-type Views were filled for
 };
 
 }    // namespace LAMMPS_NS
