@@ -38,6 +38,12 @@ template <class DeviceType> class KokkosGhostExchange : public clebsch::GhostExc
   PairClebschKokkos<DeviceType> *pair_;
 };
 
+// Atomic add of a double to LAMMPS's accumulators, which are float with KOKKOS_PREC single.
+template <class T> KOKKOS_INLINE_FUNCTION void atomic_add_to(T *target, const double value)
+{
+  Kokkos::atomic_add(target, static_cast<T>(value));
+}
+
 // Whether the host can read memory of DeviceType (Kokkos OpenMP/Serial, or /kk/host).
 template <class DeviceType>
 constexpr bool kHostReadable =
@@ -393,30 +399,23 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagTall
   const int i = d_center(e);
   const int j = owners_only ? d_neighbor(e) : d_neighbor_atom(e);
   // Atomic: edges of other centres write the same atoms concurrently.
-  Kokkos::atomic_add(&f(i, 0), g[0]);
-  Kokkos::atomic_add(&f(i, 1), g[1]);
-  Kokkos::atomic_add(&f(i, 2), g[2]);
+  for (int c = 0; c < 3; c++) atomic_add_to(&f(i, c), g[c]);
   const bool to_tally = own_ghost_tally && j >= nlocal;
-  if (to_tally) {
-    Kokkos::atomic_add(&d_ghost_tally(j, 0), -g[0]);
-    Kokkos::atomic_add(&d_ghost_tally(j, 1), -g[1]);
-    Kokkos::atomic_add(&d_ghost_tally(j, 2), -g[2]);
-  } else {
-    Kokkos::atomic_add(&f(j, 0), -g[0]);
-    Kokkos::atomic_add(&f(j, 1), -g[1]);
-    Kokkos::atomic_add(&f(j, 2), -g[2]);
-  }
+  if (to_tally)
+    for (int c = 0; c < 3; c++) atomic_add_to(&d_ghost_tally(j, c), -g[c]);
+  else
+    for (int c = 0; c < 3; c++) atomic_add_to(&f(j, c), -g[c]);
   if (vflag_global || vflag_atom) {
     double w[6];
     clebsch_pair::edge_virial(v, g, w);
     if (vflag_global)
       for (int k = 0; k < 6; k++) ev.v[k] += w[k];
     if (vflag_atom) {
-      for (int k = 0; k < 6; k++) Kokkos::atomic_add(&d_vatom(i, k), 0.5 * w[k]);
+      for (int k = 0; k < 6; k++) atomic_add_to(&d_vatom(i, k), 0.5 * w[k]);
       if (to_tally)
-        for (int k = 0; k < 6; k++) Kokkos::atomic_add(&d_ghost_tally(j, 3 + k), 0.5 * w[k]);
+        for (int k = 0; k < 6; k++) atomic_add_to(&d_ghost_tally(j, 3 + k), 0.5 * w[k]);
       else
-        for (int k = 0; k < 6; k++) Kokkos::atomic_add(&d_vatom(j, k), 0.5 * w[k]);
+        for (int k = 0; k < 6; k++) atomic_add_to(&d_vatom(j, k), 0.5 * w[k]);
     }
   }
 }
