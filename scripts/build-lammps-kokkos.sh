@@ -176,11 +176,15 @@ if [ -n "$plugin_build" ]; then
   mkdir -p "$plugin_build"
   plugin_build=$(cd "$plugin_build" && pwd)
   phase "building the Clebsch plugin (clebsch, clebsch/kk) in the chroot"
+  # LAMMPS's paths are passed, not found: a build folder configured against an earlier LAMMPS
+  # prefix (another build key) must not keep that one's cached library.
   export CLEBSCH_CHROOT_BINDS=$CLEBSCH_CHROOT_BINDS:$plugin_build
   CCACHE_BASEDIR=$repo "${enter[@]}" "$root" "$plugin_build" cmake -S "$repo" -B "$plugin_build" \
     -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
     -DCLEBSCH_BUILD_TESTS=OFF -DCLEBSCH_ENABLE_CUDA=OFF -DCLEBSCH_BUILD_LAMMPS=OFF \
     -DLAMMPS_SOURCE_DIR="$prefix/src/src" -DLAMMPS_ROOT="$prefix/install" \
+    -DLAMMPS_LIBRARY="$prefix/install/lib/liblammps.so" \
+    -DLAMMPS_EXECUTABLE="$prefix/install/bin/lmp" \
     -DCLEBSCH_LAMMPS_KOKKOS=ON >"$plugin_build/configure-kokkos.log" 2>&1 ||
     { tail -40 "$plugin_build/configure-kokkos.log" >&2; exit 1; }
   CCACHE_BASEDIR=$repo "${enter[@]}" "$root" "$plugin_build" nice -n 5 cmake --build \
