@@ -70,7 +70,7 @@ if [ ! -f "$root/.clebsch-kokkos-chroot" ]; then
   echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99clebsch"
   echo 'APT::Install-Recommends "false";' >>"$root/etc/apt/apt.conf.d/99clebsch"
   # shellcheck disable=SC2086
-  "${enter[@]}" "$root" / bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+  "${enter[@]}" "$root" /tmp bash -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
     nice -n 5 apt-get install -y -qq $(echo $packages) && apt-get clean" \
     >"$root.apt.log" 2>&1 || { tail -30 "$root.apt.log" >&2; exit 1; }
   phase_end

@@ -9,6 +9,7 @@
 # /proc, /dev and /sys, then /tmp, the cache ($CLEBSCH_CACHE), WORKDIR and any folder listed in
 # CLEBSCH_CHROOT_BINDS (colon-separated: the source tree, build folders) are bind-mounted at the
 # same paths inside, so host paths (run directories, models, plugins) mean the same on both sides.
+# The host's / and its system folders (/usr, /etc, /var, ...) are never bound over the chroot's.
 # Needs root (or CAP_SYS_ADMIN), as CI and these machines have.
 set -euo pipefail
 
@@ -31,6 +32,11 @@ mount --rbind /sys "$root/sys"
 IFS=: read -r -a dirs <<<"$binds"
 for d in "${dirs[@]}"; do
   [ -n "$d" ] && [ -d "$d" ] || continue
+  # Never the host root or its system folders: they would hide those of the chroot.
+  case "$d" in
+    /|/usr|/usr/*|/etc|/etc/*|/bin|/bin/*|/sbin|/sbin/*|/lib|/lib/*|/lib32|/lib32/*|/lib64|/lib64/*|\
+    /var|/var/*|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/boot|/boot/*|/run|/run/*) continue ;;
+  esac
   mkdir -p "$root$d"
   mount --bind "$d" "$root$d"
 done
