@@ -73,6 +73,7 @@ Loaded load() {
   resolve("cuMemcpyHtoD", a.MemcpyHtoD);
   resolve("cuMemcpyDtoH", a.MemcpyDtoH);
   resolve("cuMemcpyDtoHAsync", a.MemcpyDtoHAsync);
+  resolve("cuMemcpyHtoDAsync", a.MemcpyHtoDAsync);
   resolve("cuMemcpyDtoDAsync", a.MemcpyDtoDAsync);
   resolve("cuMemsetD8", a.MemsetD8);
   resolve("cuMemsetD8Async", a.MemsetD8Async);

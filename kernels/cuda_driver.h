@@ -38,6 +38,7 @@ struct DriverApi {
   decltype(&::cuMemcpyHtoD) MemcpyHtoD;
   decltype(&::cuMemcpyDtoH) MemcpyDtoH;
   decltype(&::cuMemcpyDtoHAsync) MemcpyDtoHAsync;
+  decltype(&::cuMemcpyHtoDAsync) MemcpyHtoDAsync;
   decltype(&::cuMemcpyDtoDAsync) MemcpyDtoDAsync;
   decltype(&::cuMemsetD8) MemsetD8;
   decltype(&::cuMemsetD8Async) MemsetD8Async;

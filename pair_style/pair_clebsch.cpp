@@ -14,6 +14,7 @@
 #include "update.h"
 
 #include "clebsch_pair_common.h"
+#include "cuda_engine_loader.h"
 #include "engine.h"
 #include "host_engine.h"
 #include "model_reader.h"
@@ -103,17 +104,15 @@ void PairClebsch::settings(int narg, char **arg)
         error->all(FLERR, "Pair style clebsch: device must be cpu or gpu, got {}", value);
       device_name_ = value;
     } else if (key == "deterministic") {
-      // The host engine is always deterministic (fixed summation order for any thread count).
-      utils::logical(FLERR, value, false, lmp);
+      // The host engine is always deterministic (fixed summation order for any thread count);
+      // the CUDA engine's convolution accumulates in fixed order (yes) or with atomics (no).
+      deterministic_ = utils::logical(FLERR, value, false, lmp) != 0;
     } else {
       error->all(FLERR, "Pair style clebsch: unknown keyword {} (expected precision, device or "
                  "deterministic)", key);
     }
     iarg += 2;
   }
-  if (device_name_ == "gpu")
-    error->all(FLERR, "Pair style clebsch: device gpu needs the CUDA engine, which this build "
-               "does not provide yet; use device cpu");
 }
 
 /* ----------------------------------------------------------------------
@@ -155,7 +154,12 @@ void PairClebsch::coeff(int narg, char **arg)
   }
 
   try {
-    engine_ = clebsch::make_host_engine(model, clebsch::precision_from_string(precision_name_));
+    const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
+    if (device_name_ == "gpu")
+      // -1: each rank takes the GPU of its node-local rank (modulo the node's GPU count).
+      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, -1);
+    else
+      engine_ = clebsch::make_host_engine(model, precision);
   } catch (std::exception &e) {
     error->all(FLERR, "Pair style clebsch: cannot build the engine: {}", e.what());
   }
@@ -164,8 +168,8 @@ void PairClebsch::coeff(int narg, char **arg)
     for (int j = i; j <= ntypes; j++) setflag[i][j] = 1;
 
   if (comm->me == 0) {
-    utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {})\n", path,
-                   engine_->num_layers(), cutoff_, precision_name_);
+    utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {})\n",
+                   path, engine_->num_layers(), cutoff_, precision_name_, device_name_);
     for (int t = 1; t <= ntypes; t++)
       utils::logmesg(lmp, "  atom type {} -> {} (model species {})\n", t, arg[2 + t],
                      type_to_species_[t]);

@@ -62,6 +62,7 @@ class PairClebsch : public Pair {
 
   std::string precision_name_;
   std::string device_name_;
+  bool deterministic_ = false;         // device gpu: fixed-order accumulation (doc default no)
   std::unique_ptr<clebsch::Engine> engine_;
   std::vector<int> type_to_species_;   // [ntypes+1], -1 for unmapped
   std::vector<double> cutsq_directed_; // [ntypes+1][ntypes+1], [centre type][neighbor type]

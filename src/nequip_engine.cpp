@@ -24,6 +24,7 @@
 
 #include "error.h"
 #include "nequip_engine_ops.h"
+#include "nequip_graph_check.h"
 #include "radial.h"
 #include "spherical_harmonics.h"
 
@@ -266,52 +267,10 @@ class NequipEngine::Impl {
 
   virtual void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) = 0;
 
-  /// Checks everything compute() relies on, before any arithmetic.
+  /// Checks everything compute() relies on, before any arithmetic (nequip_graph_check.h: the
+  /// CUDA engine runs the same checks, so both fail with the same message).
   void validate(const AtomGraph& g, GhostExchange* exchange) const {
-    if (g.num_local > g.num_nodes)
-      throw Error("NequipEngine: num_local = " + std::to_string(g.num_local) +
-                  " exceeds num_nodes = " + std::to_string(g.num_nodes));
-    if (g.num_nodes > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
-        g.num_edges > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-      throw CapacityError("NequipEngine: " + std::to_string(g.num_nodes) + " nodes and " +
-                          std::to_string(g.num_edges) + " edges exceed the 32-bit index range");
-    if (g.num_nodes > 0 && !g.species) throw Error("NequipEngine: graph.species is null");
-    if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
-      throw Error("NequipEngine: graph.center, neighbor or vector is null with " +
-                  std::to_string(g.num_edges) + " edges");
-    if (g.num_nodes > g.num_local && !exchange)
-      throw Error("NequipEngine: the graph has " + std::to_string(g.num_nodes - g.num_local) +
-                  " ghost nodes but no GhostExchange was given");
-    for (std::size_t n = 0; n < g.num_nodes; ++n)
-      if (g.species[n] < 0 || g.species[n] >= num_species_)
-        throw Error("NequipEngine: species[" + std::to_string(n) +
-                    "] = " + std::to_string(g.species[n]) + " is out of range [0, " +
-                    std::to_string(num_species_) + ")");
-    for (std::size_t e = 0; e < g.num_edges; ++e) {
-      const int c = g.center[e], j = g.neighbor[e];
-      if (c < 0 || static_cast<std::size_t>(c) >= g.num_local)
-        throw Error("NequipEngine: edge " + std::to_string(e) + " has center " + std::to_string(c) +
-                    ", not a local atom [0, " + std::to_string(g.num_local) + ")");
-      if (j < 0 || static_cast<std::size_t>(j) >= g.num_nodes)
-        throw Error("NequipEngine: edge " + std::to_string(e) + " has neighbor " +
-                    std::to_string(j) + ", not a node [0, " + std::to_string(g.num_nodes) + ")");
-      const double* v = g.vector + 3 * e;
-      if (!(std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2])))
-        throw Error("NequipEngine: edge " + std::to_string(e) + " has a non-finite vector (" +
-                    format_number(v[0]) + ", " + format_number(v[1]) + ", " + format_number(v[2]) +
-                    ")");
-      const double r = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-      if (r == 0)
-        throw Error("NequipEngine: edge " + std::to_string(e) + " (center " + std::to_string(c) +
-                    ", neighbor " + std::to_string(j) + ") has length 0");
-      const int sc = g.species[c], sn = g.species[j];
-      const double rc = r_max_pairs_[static_cast<std::size_t>(sc) * num_species_ + sn];
-      if (r > rc)
-        throw Error("NequipEngine: edge " + std::to_string(e) + " (center " + std::to_string(c) +
-                    ", neighbor " + std::to_string(j) + ") has length " + format_number(r) +
-                    ", beyond the cutoff " + format_number(rc) + " of species pair (" +
-                    species_names_[sc] + ", " + species_names_[sn] + ")");
-    }
+    check_nequip_graph(g, exchange != nullptr, {num_species_, r_max_pairs_, species_names_});
   }
 
   Precision precision_;

@@ -139,7 +139,7 @@ atom_modify map array
 newton {newton}
 read_data data.cuau
 plugin load ${{plugin}}
-pair_style clebsch
+pair_style clebsch{pair_args}
 pair_coeff * * {model} Cu Au
 velocity all create {temp} 4928459 mom yes rot yes dist gaussian loop geom
 timestep 0.001
@@ -157,9 +157,9 @@ run {steps}
 
 
 def _cuau(nprocs=1, newton="on", n=10, steps=100, temp=600, thermo=10, dump_every=100,
-          au_fraction=0.25):
+          au_fraction=0.25, pair_args=""):
     text = CUAU_INPUT.format(newton=newton, model=_bundled(), temp=temp, steps=steps,
-                             thermo=thermo, dump_every=dump_every)
+                             thermo=thermo, dump_every=dump_every, pair_args=pair_args)
     return run_lammps(text, nprocs=nprocs,
                       files={"data.cuau": cuau_crystal(n, au_fraction=au_fraction)})
 
@@ -272,6 +272,65 @@ def test_bad_input_gives_clear_error(tmp_path, units, ntypes, coeff, message):
                                   coeff=coeff.format(model=model, truncated=truncated)))
     assert run.returncode != 0
     assert "ERROR" in run.output and message in run.output, run.output[-2000:]
+
+
+GPU_INPUT = """
+units metal
+atom_style atomic
+lattice fcc 3.75
+region box block 0 2 0 2 0 2
+create_box 1 box
+create_atoms 1 box
+mass * 63.5
+plugin load ${{plugin}}
+pair_style clebsch device gpu {extra}
+pair_coeff * * {model} Cu
+run 0
+"""
+
+
+def _gpu_present() -> bool:
+    return any(pathlib.Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl"))
+
+
+@pytest.mark.skipif(_gpu_present(), reason="a GPU is present: device gpu runs")
+def test_device_gpu_without_a_gpu_gives_an_actionable_error():
+    """The plugin loads on a CPU machine; device gpu fails at pair_coeff, saying what to do."""
+    run = run_lammps(GPU_INPUT.format(model=_bundled(), extra="deterministic no"))
+    text = run.output + run.log
+    assert run.returncode != 0
+    assert "ERROR" in text and "device gpu" in text and "device cpu" in text, text[-2000:]
+
+
+def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
+    monkeypatch.setenv("CLEBSCH_CUDA_LIBRARY", "/nonexistent/libclebsch_cuda.so")
+    run = run_lammps(GPU_INPUT.format(model=_bundled(), extra=""))
+    text = run.output + run.log
+    assert run.returncode != 0
+    assert "cannot load the CUDA engine library" in text and "CLEBSCH_CUDA_LIBRARY" in text, \
+        text[-2000:]
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_device_gpu_equals_device_cpu(monkeypatch, nprocs):
+    """device gpu through the plugin's on-demand loading of libclebsch_cuda, on the emulated
+    backend (CLEBSCH_CUDA_BACKEND=emulated; the real GPU where one is present): energies, forces,
+    per-atom energies and the pressure tensor of device cpu, on one rank (ghosts mapped to owners)
+    and two (per-layer ghost exchange)."""
+    if not _gpu_present():
+        monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
+    cpu = _cuau(nprocs=nprocs, n=2, steps=0, dump_every=1)
+    gpu = _cuau(nprocs=nprocs, n=2, steps=0, dump_every=1, pair_args=" device gpu")
+    for run in (cpu, gpu):
+        assert run.returncode == 0, run.output[-3000:]
+    assert "device gpu" in gpu.output + gpu.log and "device cpu" in cpu.output + cpu.log
+    a, b = cpu.dump("dump.out")[0], gpu.dump("dump.out")[0]
+    for col in ("fx", "fy", "fz", "c_pe"):
+        np.testing.assert_allclose(b.column(col), a.column(col), rtol=0, atol=1e-10)
+    for key in ("PotEng", "Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz"):
+        assert gpu.thermo[0][key] == pytest.approx(cpu.thermo[0][key], rel=1e-10, abs=1e-8)
+    cleanup(cpu)
+    cleanup(gpu)
 
 
 def test_atoms_too_close_is_an_error():

@@ -1,0 +1,260 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Model-level benchmark driver: energy + forces of one MACE model on one periodic structure
+// through the Engine interface (src/engine.h), for each requested engine (the host engine of
+// src/, the CUDA engine of kernels/) and precision. bench_mace_model.py builds the model and the
+// structure, times mace-torch on the same GPU and compares the forces this program writes.
+// Following the CUTLASS examples: Options from the command line, one Result per (engine,
+// precision); each engine is built (its setup time reported), warmed up, then timed (wall clock
+// around compute(), which returns results on the host, so device work is included); the median
+// is reported as JSON on stdout, and the forces are written as raw little-endian float64 [N,3].
+// For the CUDA engine the device memory in use is sampled (cuMemGetInfo, every 0.2 ms on a
+// second thread) from before the engine is built to after the last run: the peak over that
+// baseline is what the engine took, whatever allocator it uses.
+//
+//   bench_mace_model --model m.safetensors --structure s.safetensors [--engine host,cuda]
+//                    [--precision fp64,fp32,mixed] [--repeat 10] [--warmup 2]
+//                    [--forces-out PREFIX] [--atomic]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_structure.h"
+#include "engine.h"
+#include "error.h"
+#include "mace_engine.h"
+#include "model_reader.h"
+
+#if defined(CLEBSCH_BENCH_CUDA)
+#include "cuda_driver.h"
+// The CUDA engine (kernels/cuda_engine.h: clebsch::cuda::make_cuda_engine(const model::Model&,
+// Precision, const CudaEngineOptions&)) landed on main after this benchmark branched; it is
+// included when present. Built without it, the driver still runs the host engine and reports
+// the CUDA engine as not run.
+#if __has_include("cuda_engine.h")
+#include "cuda_engine.h"
+#define CLEBSCH_BENCH_HAVE_CUDA_ENGINE 1
+#endif
+#endif
+
+namespace {
+
+using clebsch::AtomGraph;
+using clebsch::Engine;
+using clebsch::EngineResult;
+using clebsch::Precision;
+using clebsch::bench::Graph;
+using clebsch::bench::Structure;
+
+struct Options {
+  std::string model, structure, forces_out;
+  std::vector<std::string> engines{"host"};
+  std::vector<Precision> precisions{Precision::kFloat64};
+  int repeat = 10, warmup = 2;
+  bool deterministic = true;  // the CUDA engine's default: bitwise reproducible
+
+  static std::vector<std::string> split(const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream s(text);
+    std::string item;
+    while (std::getline(s, item, ',')) out.push_back(item);
+    return out;
+  }
+
+  static Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto next = [&]() -> std::string {
+        if (i + 1 >= argc) throw clebsch::Error("option " + a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--model") o.model = next();
+      else if (a == "--structure") o.structure = next();
+      else if (a == "--forces-out") o.forces_out = next();
+      else if (a == "--repeat") o.repeat = std::stoi(next());
+      else if (a == "--warmup") o.warmup = std::stoi(next());
+      else if (a == "--atomic") o.deterministic = false;
+      else if (a == "--engine") o.engines = split(next());
+      else if (a == "--precision") {
+        o.precisions.clear();
+        for (const auto& p : split(next()))
+          o.precisions.push_back(clebsch::precision_from_string(p));
+      } else {
+        throw clebsch::Error("unknown option " + a);
+      }
+    }
+    if (o.model.empty() || o.structure.empty())
+      throw clebsch::Error("usage: bench_mace_model --model M --structure S [--engine host,cuda]");
+    for (const auto& e : o.engines)
+      if (e != "host" && e != "cuda") throw clebsch::Error("unknown engine '" + e + "'");
+    if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
+    return o;
+  }
+};
+
+// The one place that knows how the CUDA engine is made.
+std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision precision,
+                                  bool deterministic) {
+#if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
+  clebsch::cuda::CudaEngineOptions options;
+  options.deterministic = deterministic;
+  return clebsch::cuda::make_cuda_engine(model, precision, options);
+#else
+  (void)model;
+  (void)precision;
+  (void)deterministic;
+  throw clebsch::Error(
+#if defined(CLEBSCH_BENCH_CUDA)
+      "engine cuda: kernels/ has no CUDA engine header yet (cuda_engine.h); rebuild once "
+      "make_cuda_engine lands"
+#else
+      "engine cuda: this build has no CUDA (configure with -DCLEBSCH_ENABLE_CUDA=ON)"
+#endif
+  );
+#endif
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& kind, const clebsch::model::Model& model,
+                                    Precision precision, bool deterministic) {
+  if (kind == "host") return std::make_unique<clebsch::MaceEngine>(model, precision);
+  return make_cuda(model, precision, deterministic);
+}
+
+// Device memory in use (total - free) on the current context, sampled on a second thread.
+class DeviceMemorySampler {
+ public:
+  explicit DeviceMemorySampler(bool enabled) : enabled_(enabled) {
+    if (!enabled_) return;
+    baseline_ = used();
+    peak_ = baseline_;
+    thread_ = std::thread([this] {
+      ensure();
+      while (!stop_.load()) {
+        const long long u = used();
+        long long p = peak_.load();
+        while (u > p && !peak_.compare_exchange_weak(p, u)) {
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  ~DeviceMemorySampler() { stop(); }
+  void stop() {
+    if (thread_.joinable()) {
+      stop_ = true;
+      thread_.join();
+    }
+  }
+  long long peak_extra() const { return enabled_ ? peak_.load() - baseline_ : -1; }
+  long long held_extra() const { return enabled_ ? used() - baseline_ : -1; }
+
+ private:
+  static void ensure() {
+#if defined(CLEBSCH_BENCH_CUDA)
+    clebsch::cuda::ensure_context();
+#endif
+  }
+  static long long used() {
+#if defined(CLEBSCH_BENCH_CUDA)
+    ensure();
+    std::size_t free = 0, total = 0;
+    CLEBSCH_CU_CHECK(MemGetInfo(&free, &total));
+    return static_cast<long long>(total - free);
+#else
+    return 0;
+#endif
+  }
+  bool enabled_;
+  long long baseline_ = 0;
+  std::atomic<long long> peak_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = Options::parse(argc, argv);
+  const clebsch::model::Model model = clebsch::read_model(opt.model);
+  const Structure s = clebsch::bench::read_structure(opt.structure);
+  nlohmann::json out;
+  out["model"] = opt.model;
+  out["atoms"] = s.n;
+  const auto tn = std::chrono::steady_clock::now();
+  const Graph g = clebsch::bench::neighbour_list(s, model.r_max);
+  out["neighbour_list_s"] = seconds_since(tn);
+  out["edges"] = g.center.size();
+  const AtomGraph ag{s.n, s.n, s.species.data(), g.center.size(), g.center.data(),
+                     g.neighbor.data(), g.vector.data()};
+
+  for (const std::string& kind : opt.engines) {
+    for (Precision p : opt.precisions) {
+      nlohmann::json j;
+      j["engine"] = kind;
+      j["precision"] = clebsch::to_string(p);
+      try {
+        // Constructing the sampler makes the context current first, so the baseline holds it.
+        DeviceMemorySampler memory(kind == "cuda");
+        const auto t0 = std::chrono::steady_clock::now();
+        std::unique_ptr<Engine> engine = make_engine(kind, model, p, opt.deterministic);
+        EngineResult r;
+        engine->compute(ag, r, nullptr);  // the first call may compile or load kernels
+        j["setup_s"] = seconds_since(t0);
+        for (int w = 1; w < opt.warmup; ++w) engine->compute(ag, r, nullptr);
+        std::vector<double> times;
+        for (int k = 0; k < opt.repeat; ++k) {
+          const auto t1 = std::chrono::steady_clock::now();
+          engine->compute(ag, r, nullptr);
+          times.push_back(seconds_since(t1));
+        }
+        memory.stop();
+        std::vector<double> sorted = times;
+        std::sort(sorted.begin(), sorted.end());
+        j["median_s"] = sorted[sorted.size() / 2];
+        j["min_s"] = sorted.front();
+        j["times_s"] = times;
+        j["energy"] = r.energy;
+        j["peak_device_extra_bytes"] = memory.peak_extra();
+        j["held_device_extra_bytes"] = memory.held_extra();
+        std::vector<double> forces(3 * s.n, 0.0);
+        for (std::size_t e = 0; e < g.center.size(); ++e)
+          for (int k = 0; k < 3; ++k) {
+            forces[3 * g.center[e] + k] += r.edge_gradient[3 * e + k];
+            forces[3 * g.neighbor[e] + k] -= r.edge_gradient[3 * e + k];
+          }
+        if (!opt.forces_out.empty()) {
+          const std::string path =
+              opt.forces_out + "." + kind + "." + clebsch::to_string(p) + ".bin";
+          std::ofstream f(path, std::ios::binary);
+          f.write(reinterpret_cast<const char*>(forces.data()), forces.size() * sizeof(double));
+          j["forces"] = path;
+        }
+      } catch (const std::exception& e) {
+        // One engine's failure (e.g. no CUDA engine in this build) is a result; the rest run.
+        j["error"] = std::string("not run: ") + e.what();
+      }
+      out["results"].push_back(j);
+      std::cerr << j.dump() << std::endl;
+    }
+  }
+  std::cout << out.dump(1) << std::endl;
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "bench_mace_model: " << e.what() << std::endl;
+  return 1;
+}

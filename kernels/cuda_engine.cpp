@@ -1,0 +1,50 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The CUDA engine factory (cuda_engine.h): dispatch on the model's architecture, and the C entry
+// point the LAMMPS plugin resolves with dlsym.
+#include "cuda_engine.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "error.h"
+#include "mace_cuda_engine.h"
+#include "nequip_cuda_engine.h"
+
+namespace clebsch::cuda {
+
+std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precision precision,
+                                             const CudaEngineOptions& options) {
+  switch (model.arch) {
+    case model::Arch::kMace:
+      return make_mace_cuda_engine(model, precision, options);
+    case model::Arch::kNequip:
+      return make_nequip_cuda_engine(model, precision, options);
+  }
+  throw Error("make_cuda_engine: unknown model architecture");
+}
+
+}  // namespace clebsch::cuda
+
+extern "C" void* clebsch_cuda_create_engine(const void* model, int precision, int deterministic,
+                                            int device, char* error, std::size_t error_size) {
+  try {
+    clebsch::cuda::CudaEngineOptions o;
+    o.deterministic = deterministic != 0;
+    o.device = device;
+    // Test hook: CLEBSCH_CUDA_BACKEND=emulated runs the engine on the emulated backend, so that
+    // the LAMMPS integration of device gpu is exercised on machines without a GPU.
+    if (const char* b = std::getenv("CLEBSCH_CUDA_BACKEND"); b && std::string(b) == "emulated")
+      o.backend = clebsch::cuda::make_emulated_backend();
+    auto e = clebsch::cuda::make_cuda_engine(*static_cast<const clebsch::model::Model*>(model),
+                                             static_cast<clebsch::Precision>(precision), o);
+    return static_cast<clebsch::Engine*>(e.release());
+  } catch (const std::exception& ex) {
+    if (error && error_size) {
+      std::strncpy(error, ex.what(), error_size - 1);
+      error[error_size - 1] = '\0';
+    }
+    return nullptr;
+  }
+}

@@ -1,0 +1,94 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Argument structs of the generic device kernels (templates/generic_kernels.cuh.in). This one
+// file is both included by host code and pasted verbatim into the device source (CMake embeds
+// it as templates::k_device_args), so the two sides cannot disagree on a member's type or
+// order. Plain C only: no includes, no std types; counts and strides are 64-bit.
+#pragma once
+
+/// C(i,j) = alpha * sum_k A(i,k) B_i(k,j) + beta * C(i,j), for i < m, j < n and batch b <
+/// batch, with general strides (so one kernel serves mul_ir and ir_mul layouts, transposes and
+/// per-m batches of e3nn linears):
+///   A(i,k) = a[ra(i) * lda + k * a_col + b * a_batch],   ra(i) = a_rows ? a_rows[i] : i
+///   B_i(k,j) = b[sel(i) * b_select_stride + k * ldb + j * b_col + b * b_batch],
+///             sel(i) = b_select ? b_select[i] : 0   (per-row weights: species-dependent maps)
+///   C(i,j) = c[rc(i) * ldc + j * c_col + b * c_batch],   rc(i) = c_rows ? c_rows[i] : i
+/// beta == 0 writes C without reading it.
+struct GemmArgs {
+  const void* a;
+  const void* b;
+  void* c;
+  const int* a_rows;
+  const int* b_select;
+  const int* c_rows;
+  long long m, n, k, batch;
+  long long lda, a_col, a_batch;
+  long long ldb, b_col, b_batch, b_select_stride;
+  long long ldc, c_col, c_batch;
+  double alpha, beta;
+};
+
+/// x[i] = value for i < n.
+struct FillArgs {
+  void* x;
+  long long n;
+  double value;
+};
+
+/// y(i,c) = alpha * x(i,c) + beta * y(i,c) over rows i < rows, columns c < cols, with
+/// x(i,c) = x[rx(i) * ldx + c], y(i,c) = y[ry(i) * ldy + c], rx/ry optional row indices
+/// (gathers and scatters of rows); beta == 0 writes y without reading it. x and y may have
+/// different element types (the kernel's name says which). With scatter_add, rows of y may
+/// repeat and are accumulated with atomics (order not fixed).
+struct AxpbyArgs {
+  const void* x;
+  void* y;
+  const int* x_rows;
+  const int* y_rows;
+  long long rows, cols, ldx, ldy;
+  double alpha, beta;
+  int scatter_add;
+};
+
+/// Activations of FORMAT.md §3.5 (values match model::Activation::Kind order).
+enum ActKind { kActSilu = 0, kActTanh = 1, kActSigmoid = 2, kActAbs = 3, kActSsp = 4 };
+
+/// Columns [c0, c1) of rows of width ld. Forward: z += bias[c] (when bias), then
+/// a = out_scale * cst * phi(z) (z keeps the pre-activation for the backward). Backward:
+/// g *= out_scale * cst * phi'(z).
+struct ActArgs {
+  void* z;
+  void* a;          ///< forward output (may equal z only when bias is null and z is not needed)
+  void* g;          ///< backward: gradient, in place
+  const void* bias;
+  long long rows, ld, c0, c1;
+  int kind;
+  double cst, out_scale;
+};
+
+/// out[i] (+)= sum_{q = ptr[i]}^{ptr[i+1]-1} x[q * ldx + col] for i < rows (segments of a CSR
+/// order, summed in order: deterministic). accumulate: add to out instead of overwriting.
+struct SegmentSumArgs {
+  const void* x;
+  void* out;
+  const int* ptr;
+  long long rows, ldx, col;
+  int accumulate;
+};
+
+/// y(i,c) *= s[i] (mode 0) or y(i,c) *= 1 / (1 + s[i]) (mode 1), rows of width ld, c < cols.
+struct ScaleRowsArgs {
+  void* y;
+  const void* s;
+  long long rows, cols, ld;
+  int mode;
+};
+
+/// out[i] = alpha * sum_c a(i,c) b(i,c) (+ beta * out[i] when beta != 0).
+struct RowDotArgs {
+  const void* a;
+  const void* b;
+  void* out;
+  long long rows, cols, lda, ldb;
+  double alpha, beta;
+};

@@ -1,0 +1,99 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Argument structs of the MACE device kernels (templates/mace_kernels.cuh.in). Included by the
+// host and pasted into the device source (CMake embeds it as templates::k_mace_device_args), so
+// both sides share one definition. Plain C only. "T" arrays are in the network precision, "G"
+// arrays in the geometry precision (float64 for fp64 and mixed, float32 for fp32); the kernel
+// name's suffix says which.
+#pragma once
+
+/// Per internal edge q (edges sorted by centre; perm[q] is the graph's edge id): geometry in G
+/// from the graph vector (MACE's vector is centre minus neighbour = -vector), harmonics Y and
+/// radial features ef rounded to T, the cutoff fc (T, only when the model does not apply it to
+/// the features) and the ZBL energy (double, when the model has one). Status: an edge with a
+/// non-finite vector, a length below the minimum or not below its pair cutoff sets *status to
+/// min(code << 40 | graph edge id) (code 1 non-finite, 2 too long, 3 too short).
+struct MaceEdgeArgs {
+  const double* vector;
+  const int* perm;
+  const int* centre;
+  const int* sender;
+  const int* species;
+  const double* r_max_pairs;  ///< [S][S]
+  void* Y;                    ///< T [E][nsh]
+  void* ef;                   ///< T [E][nb]
+  void* fc;                   ///< T [E] or null
+  double* zbl;                ///< [E] or null
+  unsigned long long* status;
+  /// Final gradient: dE/dY, dE/d(features), dE/dcutoff (G, internal order; gF may be null) to
+  /// dE/dvector of the graph (double [E][3], graph order). zbl_scale = the model's scale.
+  const void* gY;
+  const void* gE;
+  const void* gF;
+  double* edge_gradient;
+  double zbl_scale, min_length;
+  long long num_edges;
+};
+
+/// Per-edge cutoff on the convolution weights (models with apply_cutoff false): forward
+/// Wf = W fc; backward gF += <gW, W>, gW *= fc (W the raw MLP output).
+struct MaceCutArgs {
+  const void* W;
+  void* Wf;
+  const void* fc;
+  void* gW;
+  void* gF;  ///< G
+  long long num_edges, numel;
+};
+
+/// Density normalisation per edge: forward d = tanh(rho^2) [* fc]; backward from the centre's
+/// gradient gdens: gF += gdens tanh(rho^2) (with fc), grho = gdens [fc] (1 - tanh^2) 2 rho.
+struct MaceDensityArgs {
+  const void* rho;
+  const void* fc;  ///< null: cutoff applied to the features
+  void* d;
+  const void* gdens;
+  const int* centre;
+  void* grho;
+  void* gF;  ///< G, null when fc is null
+  long long num_edges;
+};
+
+/// out[i][p] = in[i][map[p]] (row width cols): between mul_ir rows and the contraction's
+/// [C][D] rows.
+struct PermuteArgs {
+  const void* in;
+  void* out;
+  const int* map;
+  long long rows, cols;
+};
+
+/// MACE's symmetric contraction in sparse symmetrised form, one thread per (node, channel):
+/// B[n][b_base[p] + c b_stride[p]] = sum over pairs p of (sum_{t in terms of p} coef[t]
+/// W[species][w_row[t]][c]) prod_{f < nu[p]} A[n][c][factor[p][f]]. Backward: gA from gB.
+struct SymConArgs {
+  const void* A;        ///< [n][C][D]
+  void* B;              ///< [n][dim_b] (forward output; backward: the cotangent gB)
+  void* gA;             ///< backward output [n][C][D]
+  const int* species;
+  const int* pair_factors;  ///< [pairs][4], unused slots -1
+  const int* pair_nu;
+  const int* pair_b_base;
+  const int* pair_b_stride;
+  const int* pair_term_begin;  ///< [pairs + 1]
+  const int* term_w_row;
+  const void* term_coef;  ///< T
+  const void* weights;    ///< T [S][num_w_rows][C]
+  long long rows, C, D, dim_b, num_pairs, num_w_rows;
+};
+
+/// e_i = e0[species[i]] + scale (zbl[i] + acc[i]) + shift, for local atoms.
+struct MaceEnergyArgs {
+  const int* species;
+  const double* e0;
+  const double* zbl;  ///< null: no pair repulsion
+  const double* acc;
+  double* energy;
+  double scale, shift;
+  long long rows;
+};

@@ -1,0 +1,550 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The NequIP engine on the device layer: the host engine's sequence (src/nequip_engine.cpp) with
+// every step a device kernel. Per edge (internal order: edges sorted by centre, stable, as the
+// host engine sums them): the normalised length with its per-species-pair cutoff, the Bessel
+// basis times the polynomial cutoff times the global factor, the harmonics and the ZBL term in
+// the geometry precision (nequip_edge_geometry). Per layer: linear_1 (DeviceLinear) and the
+// per-species normalisation on every node, the edge MLP (DeviceMlp), the generated uvu
+// convolution (ConvRunner: receiver pass forward, fused sender pass backward), linear_2, the
+// self-connection and the gate (nequip_device_ops.h), the optional resnet; then the readout MLP,
+// the per-species scale/shift and the ZBL sum (nequip_energy). The backward is written by hand,
+// layer by layer in reverse, down to dE/dY and dE/d(radial embedding) summed over layers in the
+// geometry precision, from which nequip_edge_gradient makes dE/dvector. Rows are in e3nn's
+// mul_ir layout throughout (the host engine's component-major rows are its own CPU layout).
+//
+// Unlike the host engine, the edge MLP's output of each layer is kept from the forward for the
+// backward (E x weight_numel per layer, besides the MLP's own activations): no recomputation.
+//
+// Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
+// ghost rows (staged through host memory). Validation: compute() runs the host engine's checks
+// (nequip_graph_check.h) on the host graph before any work; compute_device() copies the index
+// arrays to the host (it builds the edge orderings from them) and checks them there, and checks
+// the geometry on the device (a status word read back at the end); on any failure it copies the
+// vectors too and reruns the host checks, so both entry points throw the host engine's message
+// for the first offending value.
+#include "nequip_cuda_engine.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "conv_runner.h"
+#include "device_array.h"
+#include "device_linear.h"
+#include "device_mlp.h"
+#include "error.h"
+#include "generic_kernels.h"
+#include "nequip_cuda_source.h"
+#include "nequip_device_args.h"
+#include "nequip_device_ops.h"
+#include "nequip_engine.h"
+#include "nequip_graph_check.h"
+
+namespace clebsch::cuda {
+namespace {
+
+template <class T>
+struct NqLayer {
+  explicit NqLayer(DeviceBackend& b) : norm_const(b), x(b), W(b), y(b) {}
+  bool resnet = false;
+  int dim_in = 0, dim_x = 0, dim_mid = 0, dim_y = 0, dim_out = 0, numel = 0;
+  DeviceLinear<T> linear_1, linear_2;
+  std::optional<NequipDeviceSelfConnection<T>> sc;
+  DeviceArray<T> norm_const;  // [species]
+  DeviceMlp<T> edge_mlp;
+  std::unique_ptr<ConvRunner> conv;
+  NequipDeviceGate<T> gate;
+  // Per call, kept from the forward for the backward.
+  DeviceArray<T> x;  // [nodes][dim_x]: linear_1(h) * norm_const[species]
+  DeviceArray<T> W;  // [edges][numel]: edge MLP output
+  DeviceArray<T> y;  // [local][dim_y]: the gate input
+};
+
+/// Resizes to @p n elements but never to zero, so that the pointers the convolution checks are
+/// valid also on a rank without atoms or edges.
+template <class A>
+void size_at_least_one(A& a, std::size_t n) {
+  a.resize(std::max<std::size_t>(n, 1));
+}
+
+template <class T, class G>
+class NequipCuda final : public CudaEngine {
+ public:
+  NequipCuda(const model::Model& model, Precision precision, const CudaEngineOptions& options);
+
+  const std::vector<std::string>& species() const override { return host_.species(); }
+  double r_max() const override { return host_.r_max(); }
+  double r_max(int a, int b) const override { return host_.r_max(a, b); }
+  int num_layers() const override { return host_.num_layers(); }
+  int exchange_width() const override { return host_.exchange_width(); }
+  DeviceBackend& backend() override { return *backend_; }
+
+  void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
+  void compute_device(const DeviceAtomGraph& graph, const DeviceResult& result,
+                      GhostExchange* exchange, Stream stream) override;
+
+ private:
+  void build_orderings(const int* center, const int* neighbor, Stream s);
+  // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
+  void run(const int* d_species, const double* d_vector, double* atom_energy,
+           double* edge_gradient, GhostExchange* exchange, bool check_geometry, Stream s);
+  // Copies the vectors of a device graph that failed a check and reruns the host checks, which
+  // throw the host engine's message (a device flag the host does not confirm, an edge within
+  // rounding of its cutoff, is dropped: the host's rule decides).
+  void recheck_on_host(const DeviceAtomGraph& g, const std::vector<int>& species,
+                       const std::vector<int>& center, const std::vector<int>& neighbor,
+                       GhostExchange* exchange, Stream s) const;
+  void forward_layer(int k, GhostExchange* exchange, Stream s);
+  void backward_layer(int k, GhostExchange* exchange, Stream s);
+  void node_norm(const NqLayer<T>& L, Stream s);
+  ConvBuffers conv_buffers(const NqLayer<T>& L) const;
+  void stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
+  void stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
+
+  NequipEngine host_;  // the model's checks and metadata (nothing on the hot path)
+  NequipGraphLimits limits_;
+  std::shared_ptr<DeviceBackend> backend_;
+  std::unique_ptr<GenericKernels> gk_;
+  std::unique_ptr<DeviceModule> module_;
+  const DeviceKernel *k_geometry_ = nullptr, *k_gradient_ = nullptr, *k_gate_fwd_ = nullptr,
+                     *k_gate_bwd_ = nullptr, *k_energy_ = nullptr;
+  DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
+
+  // --- model ---
+  int S_ = 0, nsh_ = 0, nb_ = 0, emb_dim_ = 0;
+  bool zbl_ = false;
+  std::vector<NqLayer<T>> layers_;
+  DeviceMlp<T> readout_;
+  DeviceArray<T> type_embedding_, scale_, shift_;
+
+  // --- per call ---
+  std::size_t N_ = 0, L_ = 0, E_ = 0;
+  const int* d_species_ = nullptr;
+  DeviceArray<int> perm_, centre_, sender_, centre_ptr_, sender_ptr_, by_sender_, species_buf_;
+  DeviceArray<double> vector_buf_, atom_energy_, edge_grad_, d_r_max_pairs_;
+  DeviceArray<unsigned long long> status_;
+  DeviceArray<T> Y_, emb_, h_, h_next_, node_c_, message_, e_net_, seed_;
+  DeviceArray<T> gh_, gh_in_, gy_, gm_, gx_, gsh_, gw_, gemb_;
+  DeviceArray<G> zbl_edge_, zbl_node_, grad_sh_, grad_emb_;
+};
+
+template <class T, class G>
+NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
+                             const CudaEngineOptions& options)
+    : host_(model, precision) {
+  backend_ = options.backend ? options.backend
+                             : std::shared_ptr<DeviceBackend>(make_cuda_backend(options.device));
+  DeviceBackend& b = *backend_;
+  const model::Nequip& m = *model.nequip;
+  S_ = model.num_species();
+  nsh_ = (model.sh_lmax + 1) * (model.sh_lmax + 1);
+  nb_ = m.radial.num_basis;
+  emb_dim_ = m.embedding_dim;
+  zbl_ = m.pair_potential.has_value();
+  limits_ = {S_, model.r_max_pairs, host_.species()};
+  for (auto* a : {&perm_, &centre_, &sender_, &centre_ptr_, &sender_ptr_, &by_sender_,
+                  &species_buf_})
+    a->bind(b);
+  for (auto* a : {&vector_buf_, &atom_energy_, &edge_grad_, &d_r_max_pairs_}) a->bind(b);
+  status_.bind(b);
+  for (auto* a : {&Y_, &emb_, &h_, &h_next_, &node_c_, &message_, &e_net_, &seed_, &gh_, &gh_in_,
+                  &gy_, &gm_, &gx_, &gsh_, &gw_, &gemb_, &type_embedding_, &scale_, &shift_})
+    a->bind(b);
+  for (auto* a : {&zbl_edge_, &zbl_node_, &grad_sh_, &grad_emb_}) a->bind(b);
+
+  // The host engine's constructor has checked every shape, mode and activation by now.
+  const Accumulation acc =
+      options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
+  const auto per_species = [&](const std::vector<double>& v) {
+    std::vector<T> out(S_);
+    for (int s = 0; s < S_; ++s) out[s] = static_cast<T>(v[v.size() == 1 ? 0 : s]);
+    return out;
+  };
+  for (std::size_t k = 0; k < m.layers.size(); ++k) {
+    const model::NequipLayer& src = m.layers[k];
+    const std::string w = "layer " + std::to_string(k);
+    NqLayer<T> L(b);
+    L.resnet = src.resnet;
+    L.linear_1 = DeviceLinear<T>(b, src.linear_1);
+    L.linear_2 = DeviceLinear<T>(b, src.linear_2);
+    L.dim_in = src.linear_1.irreps_in.dim();
+    L.dim_x = src.linear_1.irreps_out.dim();
+    L.dim_mid = src.tp.descriptor.irreps_out().dim();
+    L.dim_y = src.linear_2.irreps_out.dim();
+    L.numel = src.tp.descriptor.weight_numel();
+    if (src.sc) L.sc.emplace(b, *src.sc, m.type_embedding, S_, emb_dim_, w + " sc");
+    L.norm_const.upload(per_species(src.norm_const));
+    L.edge_mlp = DeviceMlp<T>(b, src.edge_mlp, w + " edge_mlp");
+    L.conv = std::make_unique<ConvRunner>(b, src.tp.descriptor, dt_, acc);
+    L.gate = NequipDeviceGate<T>(b, src.gate, w + " gate");
+    L.dim_out = L.gate.dim_out();
+    layers_.push_back(std::move(L));
+  }
+  readout_ = DeviceMlp<T>(b, m.readout, "readout");
+  type_embedding_.upload(std::vector<T>(m.type_embedding.begin(), m.type_embedding.end()));
+  scale_.upload(per_species(m.scales));
+  shift_.upload(per_species(m.shifts));
+  d_r_max_pairs_.upload(model.r_max_pairs);
+
+  module_ = b.load({"clebsch_nequip.cu", nequip_kernels_source(model, precision),
+                    nequip_kernel_specs()});
+  gk_ = std::make_unique<GenericKernels>(b);
+  k_geometry_ = &module_->kernel("nequip_edge_geometry");
+  k_gradient_ = &module_->kernel("nequip_edge_gradient");
+  k_gate_fwd_ = &module_->kernel("nequip_gate_forward");
+  k_gate_bwd_ = &module_->kernel("nequip_gate_backward");
+  k_energy_ = &module_->kernel("nequip_energy");
+  b.synchronize(nullptr);  // the uploads above read host vectors that die here
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orderings and entry points
+// ---------------------------------------------------------------------------------------------
+
+template <class T, class G>
+void NequipCuda<T, G>::build_orderings(const int* center, const int* neighbor, Stream s) {
+  // Internal edge order: by centre (stable), as the host engine's by_center sums, so that a
+  // centre's edges are contiguous (the receiver CSR needs no order array).
+  std::vector<int> cptr(L_ + 1, 0), perm(E_), centre(E_), sender(E_);
+  for (std::size_t e = 0; e < E_; ++e) ++cptr[center[e] + 1];
+  for (std::size_t i = 0; i < L_; ++i) cptr[i + 1] += cptr[i];
+  {
+    std::vector<int> next(cptr.begin(), cptr.end() - 1);
+    for (std::size_t e = 0; e < E_; ++e) {
+      const int q = next[center[e]]++;
+      perm[q] = static_cast<int>(e);
+      centre[q] = center[e];
+      sender[q] = neighbor[e];
+    }
+  }
+  std::vector<int> sptr(N_ + 1, 0), by_sender(E_);
+  for (std::size_t q = 0; q < E_; ++q) ++sptr[sender[q] + 1];
+  for (std::size_t i = 0; i < N_; ++i) sptr[i + 1] += sptr[i];
+  {
+    std::vector<int> next(sptr.begin(), sptr.end() - 1);
+    for (std::size_t q = 0; q < E_; ++q) by_sender[next[sender[q]]++] = static_cast<int>(q);
+  }
+  perm_.upload(perm, s);
+  centre_.upload(centre, s);
+  sender_.upload(sender, s);
+  centre_ptr_.upload(cptr, s);
+  sender_ptr_.upload(sptr, s);
+  by_sender_.upload(by_sender, s);
+  backend_->synchronize(s);  // the uploads read host vectors that die here
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result,
+                               GhostExchange* exchange) {
+  check_nequip_graph(g, exchange != nullptr, limits_);
+  N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
+  const Stream s = nullptr;
+  build_orderings(g.center, g.neighbor, s);
+  species_buf_.upload(g.species, N_, s);
+  vector_buf_.upload(g.vector, 3 * E_, s);
+  size_at_least_one(atom_energy_, L_);
+  size_at_least_one(edge_grad_, 3 * E_);
+  run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange,
+      false, s);
+  result.atom_energy.resize(L_);
+  result.edge_gradient.resize(3 * E_);
+  backend_->download(result.atom_energy.data(), atom_energy_.data(), L_ * sizeof(double), s);
+  backend_->download(result.edge_gradient.data(), edge_grad_.data(), 3 * E_ * sizeof(double), s);
+  result.energy = 0;
+  for (double e : result.atom_energy) result.energy += e;
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::recheck_on_host(const DeviceAtomGraph& g, const std::vector<int>& species,
+                                       const std::vector<int>& center,
+                                       const std::vector<int>& neighbor, GhostExchange* exchange,
+                                       Stream s) const {
+  std::vector<double> vector(3 * g.num_edges);
+  backend_->download(vector.data(), g.vector, vector.size() * sizeof(double), s);
+  const AtomGraph host{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
+                       center.data(), neighbor.data(), vector.data()};
+  check_nequip_graph(host, exchange != nullptr, limits_);
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult& r,
+                                      GhostExchange* exchange, Stream s) {
+  if (g.num_nodes > 0 && !g.species) throw Error("NequipEngine: graph.species is null");
+  if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
+    throw Error("NequipEngine: graph.center, neighbor or vector is null with " +
+                std::to_string(g.num_edges) + " edges");
+  std::vector<int> species(g.num_nodes), center(g.num_edges), neighbor(g.num_edges);
+  backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
+  backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
+  backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
+  try {
+    const AtomGraph indices{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
+                            center.data(), neighbor.data(), nullptr};
+    check_nequip_graph(indices, exchange != nullptr, limits_, /*check_vectors=*/false);
+  } catch (const Error&) {
+    // A vector before the bad index may be bad too: the host's first error is the message.
+    recheck_on_host(g, species, center, neighbor, exchange, s);
+    throw;  // not reached: the host checks find the same index error
+  }
+  N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
+  build_orderings(center.data(), neighbor.data(), s);
+  size_at_least_one(atom_energy_, L_);
+  double* ae = r.atom_energy ? r.atom_energy : atom_energy_.data();
+  run(g.species, g.vector, ae, r.edge_gradient, exchange, true, s);
+  unsigned long long status = 0;
+  backend_->download(&status, status_.data(), sizeof status, s);
+  if (status != ~0ull) recheck_on_host(g, species, center, neighbor, exchange, s);
+  if (r.energy) {
+    DeviceArray<int> ptr(*backend_);
+    ptr.upload(std::vector<int>{0, static_cast<int>(L_)}, s);
+    gk_->segment_sum(DType::kFloat64, DType::kFloat64,
+                     SegmentSumArgs{ae, r.energy, ptr.data(), 1, 1, 0, 0}, s);
+    backend_->synchronize(s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The evaluation
+// ---------------------------------------------------------------------------------------------
+
+template <class T, class G>
+ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L) const {
+  ConvBuffers c;
+  c.num_senders = static_cast<std::int64_t>(N_);
+  c.num_receivers = static_cast<std::int64_t>(L_);
+  c.num_edges = static_cast<std::int64_t>(E_);
+  c.sender = sender_.data(), c.receiver = centre_.data();
+  c.receiver_ptr = centre_ptr_.data(), c.receiver_order = nullptr;
+  c.sender_ptr = sender_ptr_.data(), c.sender_order = by_sender_.data();
+  c.x = L.x.data(), c.y = Y_.data(), c.w = L.W.data();
+  return c;
+}
+
+// node_c_[n] = norm_const[species[n]] on every node.
+template <class T, class G>
+void NequipCuda<T, G>::node_norm(const NqLayer<T>& L, Stream s) {
+  size_at_least_one(node_c_, N_);
+  AxpbyArgs a{};
+  a.x = L.norm_const.data(), a.y = node_c_.data(), a.x_rows = d_species_;
+  a.rows = static_cast<long long>(N_), a.cols = 1, a.ldx = 1, a.ldy = 1;
+  a.alpha = 1.0, a.beta = 0.0;
+  gk_->axpby(dt_, dt_, a, s);
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double* atom_energy,
+                           double* edge_gradient, GhostExchange* exchange, bool check_geometry,
+                           Stream s) {
+  DeviceBackend& b = *backend_;
+  d_species_ = d_species;
+  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_),
+                  E = static_cast<long long>(E_);
+
+  // ---- geometry ----
+  size_at_least_one(Y_, E_ * nsh_);
+  size_at_least_one(emb_, E_ * nb_);
+  size_at_least_one(zbl_edge_, zbl_ ? E_ : 0);
+  size_at_least_one(zbl_node_, zbl_ ? L_ : 0);
+  NequipEdgeArgs ea{};
+  ea.vector = d_vector, ea.perm = perm_.data(), ea.centre = centre_.data();
+  ea.neighbour = sender_.data(), ea.species = d_species;
+  ea.Y = Y_.data(), ea.emb = emb_.data(), ea.zbl = zbl_edge_.data();
+  ea.num_edges = E;
+  if (check_geometry) {
+    status_.resize(1);
+    b.memset(status_.data(), 0xff, sizeof(unsigned long long), s);
+    ea.status = status_.data(), ea.r_max_pairs = d_r_max_pairs_.data();
+  }
+  b.launch(*k_geometry_, grid_for(E), s, ea);
+  if (zbl_)
+    gk_->segment_sum(dg_, dg_,
+                     SegmentSumArgs{zbl_edge_.data(), zbl_node_.data(), centre_ptr_.data(), L, 1,
+                                    0, 0},
+                     s);
+
+  // ---- forward ----
+  size_at_least_one(h_, N_ * emb_dim_);
+  {
+    AxpbyArgs a{};
+    a.x = type_embedding_.data(), a.y = h_.data(), a.x_rows = d_species;
+    a.rows = N, a.cols = emb_dim_, a.ldx = emb_dim_, a.ldy = emb_dim_;
+    a.alpha = 1.0, a.beta = 0.0;
+    gk_->axpby(dt_, dt_, a, s);
+  }
+  for (int k = 0; k < static_cast<int>(layers_.size()); ++k) forward_layer(k, exchange, s);
+
+  const int dim_last = layers_.back().dim_out;
+  size_at_least_one(e_net_, L_);
+  size_at_least_one(seed_, L_);
+  readout_.forward(*gk_, L, h_.data(), e_net_.data(), s);
+  NequipEnergyArgs en{d_species,     scale_.data(), shift_.data(), e_net_.data(),
+                      zbl_ ? zbl_node_.data() : nullptr,       atom_energy,   seed_.data(), L};
+  b.launch(*k_energy_, grid_for(L), s, en);
+
+  // ---- backward ----
+  size_at_least_one(grad_sh_, E_ * nsh_);
+  grad_sh_.zero(s);
+  size_at_least_one(grad_emb_, E_ * nb_);
+  grad_emb_.zero(s);
+  size_at_least_one(gh_, N_ * dim_last);
+  gh_.zero(s);
+  readout_.backward(*gk_, L, seed_.data(), gh_.data(), s);
+  for (int k = static_cast<int>(layers_.size()) - 1; k >= 0; --k) backward_layer(k, exchange, s);
+
+  ea.gY = grad_sh_.data(), ea.gEmb = grad_emb_.data(), ea.edge_gradient = edge_gradient;
+  ea.status = nullptr;
+  b.launch(*k_gradient_, grid_for(E), s, ea);
+  b.synchronize(s);
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
+  NqLayer<T>& Lk = layers_[k];
+  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_),
+                  E = static_cast<long long>(E_);
+  // x = linear_1(h) * norm_const[species], on every node: ghosts are read as senders.
+  size_at_least_one(Lk.x, N_ * Lk.dim_x);
+  Lk.linear_1.forward(*gk_, N, h_.data(), Lk.dim_in, Lk.x.data(), Lk.dim_x, false, nullptr, s);
+  node_norm(Lk, s);
+  gk_->scale_rows(dt_, ScaleRowsArgs{Lk.x.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0}, s);
+
+  // message[i] = sum over the edges into i of tp(x[sender], Y_e, edge_mlp(emb_e)).
+  size_at_least_one(Lk.W, E_ * Lk.numel);
+  Lk.edge_mlp.forward(*gk_, E, emb_.data(), Lk.W.data(), s);
+  size_at_least_one(message_, L_ * Lk.dim_mid);
+  message_.zero(s);
+  ConvBuffers c = conv_buffers(Lk);
+  c.out = message_.data();
+  Lk.conv->run(s, Pass::kForward, c);
+
+  // y = linear_2(message) + sc(h, a); h' = gate(y) (+ h); ghost rows of h' zero until exchanged.
+  size_at_least_one(Lk.y, L_ * Lk.dim_y);
+  Lk.linear_2.forward(*gk_, L, message_.data(), Lk.dim_mid, Lk.y.data(), Lk.dim_y, false, nullptr,
+                      s);
+  if (Lk.sc) Lk.sc->forward(*gk_, L, h_.data(), Lk.dim_in, Lk.y.data(), Lk.dim_y, d_species_, s);
+  size_at_least_one(h_next_, N_ * Lk.dim_out);
+  h_next_.zero(s);
+  Lk.gate.forward(*backend_, *k_gate_fwd_, L, Lk.y.data(), h_next_.data(), Lk.dim_out, s);
+  if (Lk.resnet) {
+    AxpbyArgs a{};
+    a.x = h_.data(), a.y = h_next_.data();
+    a.rows = L, a.cols = Lk.dim_out, a.ldx = Lk.dim_in, a.ldy = Lk.dim_out;
+    a.alpha = 1.0, a.beta = 1.0;
+    gk_->axpby(dt_, dt_, a, s);
+  }
+  // The next layer reads the ghosts' new features; the readout after the last layer does not.
+  // With an exchange the call is made whatever this rank's ghost count (collective under MPI).
+  if (exchange && k + 1 < static_cast<int>(layers_.size()))
+    stage_forward(h_next_, Lk.dim_out, exchange, s);
+  std::swap(h_, h_next_);
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) {
+  NqLayer<T>& Lk = layers_[k];
+  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_),
+                  E = static_cast<long long>(E_);
+  // The first layer's input is the type embedding, a constant: no gradient to propagate.
+  const bool need_grad_h = k > 0;
+
+  // gh_ holds dE/dh' on the local rows.
+  size_at_least_one(gy_, L_ * Lk.dim_y);
+  Lk.gate.backward(*backend_, *k_gate_bwd_, L, Lk.y.data(), gh_.data(), Lk.dim_out, gy_.data(), s);
+  size_at_least_one(gm_, L_ * Lk.dim_mid);
+  Lk.linear_2.backward(*gk_, L, gy_.data(), Lk.dim_y, gm_.data(), Lk.dim_mid, false, nullptr, s);
+  if (need_grad_h) {
+    size_at_least_one(gh_in_, N_ * Lk.dim_in);
+    gh_in_.zero(s);
+    if (Lk.resnet) {
+      AxpbyArgs a{};
+      a.x = gh_.data(), a.y = gh_in_.data();
+      a.rows = L, a.cols = Lk.dim_in, a.ldx = Lk.dim_out, a.ldy = Lk.dim_in;
+      a.alpha = 1.0, a.beta = 1.0;
+      gk_->axpby(dt_, dt_, a, s);
+    }
+    if (Lk.sc)
+      Lk.sc->backward(*gk_, L, gy_.data(), Lk.dim_y, gh_in_.data(), Lk.dim_in, d_species_, s);
+  }
+
+  // The fused sender pass: dE/dx per sender, dE/dY and dE/dW per edge. Outputs that a pass
+  // may leave untouched (blocks no path reaches) are cleared first.
+  size_at_least_one(gsh_, E_ * nsh_);
+  gsh_.zero(s);
+  size_at_least_one(gw_, E_ * Lk.numel);
+  gw_.zero(s);
+  ConvBuffers c = conv_buffers(Lk);
+  c.grad_out = gm_.data();
+  c.grad_y = gsh_.data();
+  c.grad_w = gw_.data();
+  if (need_grad_h) {
+    size_at_least_one(gx_, N_ * Lk.dim_x);
+    gx_.zero(s);
+    c.grad_x = gx_.data();
+  }
+  Lk.conv->run(s, Pass::kBackward, c);
+  const auto accumulate_g = [&](const T* x, G* y, long long rows, long long cols) {
+    AxpbyArgs a{};
+    a.x = x, a.y = y;
+    a.rows = rows, a.cols = cols, a.ldx = cols, a.ldy = cols;
+    a.alpha = 1.0, a.beta = 1.0;
+    gk_->axpby(dt_, dg_, a, s);
+  };
+  accumulate_g(gsh_.data(), grad_sh_.data(), E, nsh_);
+  size_at_least_one(gemb_, E_ * nb_);
+  Lk.edge_mlp.backward(*gk_, E, gw_.data(), gemb_.data(), s);
+  accumulate_g(gemb_.data(), grad_emb_.data(), E, nb_);
+
+  if (need_grad_h) {
+    node_norm(Lk, s);
+    gk_->scale_rows(dt_, ScaleRowsArgs{gx_.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0}, s);
+    Lk.linear_1.backward(*gk_, N, gx_.data(), Lk.dim_x, gh_in_.data(), Lk.dim_in, true, nullptr,
+                         s);
+    // Ghost rows hold gradients that belong to their owners' features.
+    if (exchange) stage_reverse(gh_in_, Lk.dim_in, exchange, s);
+    std::swap(gh_, gh_in_);
+  }
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange,
+                                     Stream s) {
+  std::vector<T> h(N_ * width);
+  backend_->download(h.data(), rows.data(), h.size() * sizeof(T), s);
+  exchange->forward(h.data(), width);
+  const std::size_t off = L_ * width;
+  backend_->upload(rows.data() + off, h.data() + off, (h.size() - off) * sizeof(T), s);
+  backend_->synchronize(s);
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange,
+                                     Stream s) {
+  std::vector<T> h(N_ * width);
+  backend_->download(h.data(), rows.data(), h.size() * sizeof(T), s);
+  exchange->reverse(h.data(), width);
+  backend_->upload(rows.data(), h.data(), h.size() * sizeof(T), s);
+  backend_->synchronize(s);
+}
+
+}  // namespace
+
+std::unique_ptr<CudaEngine> make_nequip_cuda_engine(const model::Model& model,
+                                                    Precision precision,
+                                                    const CudaEngineOptions& options) {
+  if (model.arch != model::Arch::kNequip || !model.nequip)
+    throw Error("make_nequip_cuda_engine: not a NequIP model");
+  switch (precision) {
+    case Precision::kFloat64:
+      return std::make_unique<NequipCuda<double, double>>(model, precision, options);
+    case Precision::kFloat32:
+      return std::make_unique<NequipCuda<float, float>>(model, precision, options);
+    case Precision::kMixed:
+      return std::make_unique<NequipCuda<float, double>>(model, precision, options);
+  }
+  throw Error("make_nequip_cuda_engine: unknown precision");
+}
+
+}  // namespace clebsch::cuda

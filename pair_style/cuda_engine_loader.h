@@ -1,0 +1,25 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Loads the CUDA engine on demand for `pair_style clebsch device gpu`: libclebsch_cuda.so is
+// opened with dlopen and its extern "C" factory clebsch_cuda_create_engine resolved, so the
+// plugin never links the CUDA engine (or, through it, the CUDA toolkit's libraries) and
+// `plugin load` works on machines without a GPU. Where the library is looked for, in order:
+// $CLEBSCH_CUDA_LIBRARY (a full path), the plugin's own directory, the build tree's kernels/
+// directory beside it, then the dynamic loader's search path. No LAMMPS headers: errors are
+// thrown as std::runtime_error with a message a user can act on; the pair style reports them.
+#pragma once
+
+#include <memory>
+
+#include "engine.h"
+#include "model.h"
+
+namespace clebsch {
+
+/// The CUDA engine of @p model. @throws std::runtime_error naming every path tried and the
+/// loader's reason when the library cannot be loaded, or the engine's own reason (no driver, no
+/// device, unsupported model).
+std::unique_ptr<Engine> load_cuda_engine(const model::Model& model, Precision precision,
+                                         bool deterministic, int device);
+
+}  // namespace clebsch

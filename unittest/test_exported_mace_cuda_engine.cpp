@@ -1,0 +1,406 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The CUDA MACE engine (kernels/cuda_engine.h) against the host MACE engine (the reference,
+// itself checked against mace-torch) on every MACE model of the exported_models fixture. Runs on
+// the emulated backend (the engine's device source compiled by the host compiler: no GPU
+// needed), and on the GPU as well when one is present. Per model and precision: energies, atom
+// energies and dE/dvector of a small periodic cell (atoms see their own images) and a cluster;
+// float64 to 1e-10, float32 and mixed to model-spec §5 (1e-5 eV/atom, 1e-4 eV/A) against the
+// host engine at the same precision; deterministic mode bitwise reproducible; image ghosts
+// through a GhostExchange equal the no-ghost result; compute_device() equals compute(); invalid
+// graphs throw the host engine's messages. Models: $CLEBSCH_MODELS_DIR or the fixture's
+// directory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_driver.h"
+#include "cuda_engine.h"
+#include "device_array.h"
+#include "error.h"
+#include "mace_engine.h"
+#include "model.h"
+#include "model_reader.h"
+
+namespace clebsch::cuda {
+namespace {
+
+using Vec = std::vector<double>;
+
+std::string models_dir() {
+  if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
+  return CLEBSCH_EXPORTED_MODELS_DIR;
+}
+
+struct Case {
+  std::string name;
+  model::Model model;
+};
+
+const std::vector<Case>& mace_cases() {
+  static const std::vector<Case> cases = [] {
+    std::vector<Case> out;
+    std::ifstream in(models_dir() + "/models.json");
+    if (!in) {
+      ADD_FAILURE() << models_dir() << "/models.json is missing (exported_models fixture)";
+      return out;
+    }
+    const nlohmann::json index = nlohmann::json::parse(in);
+    for (const auto& m : index.at("models"))
+      if (m.at("arch") == "mace")
+        out.push_back({m.at("name").get<std::string>(),
+                       read_model(models_dir() + "/" + m.at("file").get<std::string>())});
+    EXPECT_FALSE(out.empty());
+    return out;
+  }();
+  return cases;
+}
+
+struct Rng {
+  std::uint64_t s;
+  double operator()() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+  }
+};
+
+struct System {
+  Vec pos, cell = Vec(9, 0.0), vec;
+  std::vector<int> species, center, neighbor;
+  std::vector<std::array<int, 3>> shift;
+  std::size_t n() const { return species.size(); }
+};
+
+void build_edges(System& s, double cutoff, bool pbc) {
+  const int rep = pbc ? 3 : 0;
+  for (std::size_t i = 0; i < s.n(); ++i)
+    for (std::size_t j = 0; j < s.n(); ++j)
+      for (int a = -rep; a <= rep; ++a)
+        for (int b = -rep; b <= rep; ++b)
+          for (int c = -rep; c <= rep; ++c) {
+            if (i == j && a == 0 && b == 0 && c == 0) continue;
+            double d[3], r2 = 0;
+            for (int x = 0; x < 3; ++x) {
+              d[x] = s.pos[3 * j + x] + a * s.cell[x] + b * s.cell[3 + x] + c * s.cell[6 + x] -
+                     s.pos[3 * i + x];
+              r2 += d[x] * d[x];
+            }
+            if (r2 < cutoff * cutoff * 0.999) {
+              s.center.push_back(int(i));
+              s.neighbor.push_back(int(j));
+              s.shift.push_back({a, b, c});
+              s.vec.insert(s.vec.end(), d, d + 3);
+            }
+          }
+}
+
+System periodic_cell(int num_species, std::uint64_t seed, double cutoff) {
+  Rng rng{seed};
+  System s;
+  s.cell = {2.9, 0.1, 0.0, -0.2, 3.4, 0.15, 0.1, 0.05, 2.6};
+  const double frac[4][3] = {{0, 0, 0}, {0.5, 0.5, 0}, {0.5, 0, 0.5}, {0, 0.5, 0.5}};
+  for (int i = 0; i < 4; ++i) {
+    for (int a = 0; a < 3; ++a) {
+      double x = 0;
+      for (int k = 0; k < 3; ++k) x += frac[i][k] * s.cell[3 * k + a];
+      s.pos.push_back(x + 0.12 * rng());
+    }
+    s.species.push_back(i % num_species);
+  }
+  build_edges(s, cutoff, true);
+  return s;
+}
+
+System cluster(int n, int num_species, double box, std::uint64_t seed, double cutoff) {
+  Rng rng{seed};
+  System s;
+  while (static_cast<int>(s.n()) < n) {
+    const double p[3] = {box * rng(), box * rng(), box * rng()};
+    bool ok = true;
+    for (std::size_t j = 0; j < s.n() && ok; ++j) {
+      double r2 = 0;
+      for (int a = 0; a < 3; ++a) r2 += (p[a] - s.pos[3 * j + a]) * (p[a] - s.pos[3 * j + a]);
+      ok = r2 > 1.6 * 1.6;
+    }
+    if (!ok) continue;
+    s.pos.insert(s.pos.end(), p, p + 3);
+    s.species.push_back(static_cast<int>(s.n()) % num_species);
+  }
+  build_edges(s, cutoff, false);
+  return s;
+}
+
+AtomGraph graph_of(const System& s) {
+  return AtomGraph{s.n(), s.n(), s.species.data(), s.center.size(), s.center.data(),
+                   s.neighbor.data(), s.vec.data()};
+}
+
+double max_abs(const Vec& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+double max_diff(const Vec& a, const Vec& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    m = std::max(m, std::abs(a[i] - b[i]));
+  }
+  return m;
+}
+
+// Tolerances against the host engine at the same precision (model-spec §5 for float32).
+struct Tol {
+  double energy_per_atom, gradient;
+};
+Tol tolerance(Precision p) {
+  return p == Precision::kFloat64 ? Tol{1e-10, 1e-10} : Tol{1e-5, 1e-4};
+}
+
+// Emulated always, the GPU when present; $CLEBSCH_TEST_BACKENDS=cuda (or emulated) picks one.
+std::vector<std::string> backends() {
+  const char* only = std::getenv("CLEBSCH_TEST_BACKENDS");
+  std::vector<std::string> b;
+  if (!only || std::string(only) != "cuda") b.push_back("emulated");
+  if (device_available() && (!only || std::string(only) != "emulated")) b.push_back("cuda");
+  return b;
+}
+
+std::shared_ptr<DeviceBackend> make_backend(const std::string& name) {
+  static std::map<std::string, std::shared_ptr<DeviceBackend>> cache;
+  auto& b = cache[name];
+  if (!b) b = name == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
+                                 : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
+  return b;
+}
+
+std::unique_ptr<CudaEngine> engine_for(const model::Model& m, Precision p,
+                                       const std::string& backend, bool deterministic = true) {
+  CudaEngineOptions o;
+  o.deterministic = deterministic;
+  o.backend = make_backend(backend);
+  return make_cuda_engine(m, p, o);
+}
+
+void expect_close(const EngineResult& r, const EngineResult& ref, std::size_t n, Tol tol) {
+  EXPECT_LE(std::abs(r.energy - ref.energy), tol.energy_per_atom * n * std::max(1.0, std::abs(ref.energy) / n))
+      << "energy " << r.energy << " vs " << ref.energy;
+  EXPECT_LE(max_diff(r.atom_energy, ref.atom_energy),
+            tol.energy_per_atom * std::max(1.0, max_abs(ref.atom_energy)));
+  EXPECT_LE(max_diff(r.edge_gradient, ref.edge_gradient),
+            tol.gradient * std::max(1.0, max_abs(ref.edge_gradient)));
+}
+
+TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
+  for (const std::string& be : backends())
+    for (const Case& c : mace_cases())
+      for (Precision p : {Precision::kFloat64, Precision::kFloat32, Precision::kMixed}) {
+        SCOPED_TRACE(be + " " + c.name + " " + to_string(p));
+        MaceEngine host(c.model, p);
+        auto dev = engine_for(c.model, p, be);
+        EXPECT_EQ(dev->species(), host.species());
+        EXPECT_EQ(dev->num_layers(), host.num_layers());
+        for (const System& s : {periodic_cell(c.model.num_species(), 11, c.model.r_max),
+                                cluster(6, c.model.num_species(), 2.6, 7, c.model.r_max)}) {
+          ASSERT_GT(s.center.size(), 10u);
+          EngineResult ref, r;
+          host.compute(graph_of(s), ref, nullptr);
+          dev->compute(graph_of(s), r, nullptr);
+          ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);  // a meaningful comparison
+          expect_close(r, ref, s.n(), tolerance(p));
+        }
+      }
+}
+
+TEST(MaceCudaEngine, DeterministicModeIsBitwiseReproducibleAndAtomicModeAgrees) {
+  for (const std::string& be : backends())
+    for (const Case& c : mace_cases()) {
+      SCOPED_TRACE(be + " " + c.name);
+      const System s = periodic_cell(c.model.num_species(), 3, c.model.r_max);
+      auto det = engine_for(c.model, Precision::kFloat64, be, true);
+      EngineResult a, b;
+      det->compute(graph_of(s), a, nullptr);
+      det->compute(graph_of(s), b, nullptr);
+      EXPECT_EQ(std::memcmp(a.edge_gradient.data(), b.edge_gradient.data(),
+                            a.edge_gradient.size() * sizeof(double)),
+                0);
+      EXPECT_EQ(a.energy, b.energy);
+      auto atomic = engine_for(c.model, Precision::kFloat64, be, false);
+      EngineResult r;
+      atomic->compute(graph_of(s), r, nullptr);
+      expect_close(r, a, s.n(), tolerance(Precision::kFloat64));
+    }
+}
+
+// One rank: ghost rows are copies of local rows given by an owner map.
+class OwnerMapExchange : public GhostExchange {
+ public:
+  OwnerMapExchange(std::size_t num_local, std::vector<int> owner)
+      : num_local_(num_local), owner_(std::move(owner)) {}
+  void forward(double* f, int w) override { fwd(f, w); }
+  void forward(float* f, int w) override { fwd(f, w); }
+  void reverse(double* g, int w) override { rev(g, w); }
+  void reverse(float* g, int w) override { rev(g, w); }
+  int forward_calls = 0, reverse_calls = 0;
+
+ private:
+  template <class T>
+  void fwd(T* f, int w) {
+    ++forward_calls;
+    for (std::size_t g = 0; g < owner_.size(); ++g)
+      std::copy_n(f + static_cast<std::size_t>(owner_[g]) * w, w, f + (num_local_ + g) * w);
+  }
+  template <class T>
+  void rev(T* x, int w) {
+    ++reverse_calls;
+    for (std::size_t g = 0; g < owner_.size(); ++g) {
+      T* ghost = x + (num_local_ + g) * w;
+      T* own = x + static_cast<std::size_t>(owner_[g]) * w;
+      for (int k = 0; k < w; ++k) own[k] += ghost[k];
+      std::fill_n(ghost, w, T(0));
+    }
+  }
+  std::size_t num_local_;
+  std::vector<int> owner_;
+};
+
+TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
+  for (const Case& c : mace_cases()) {
+    SCOPED_TRACE(c.name);
+    const System s = periodic_cell(c.model.num_species(), 5, c.model.r_max);
+    auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
+    EngineResult ref;
+    dev->compute(graph_of(s), ref, nullptr);
+    // Every image neighbour becomes an explicit ghost node.
+    std::vector<int> species = s.species, neighbor, owner;
+    std::map<std::pair<int, std::array<int, 3>>, int> ghost_of;
+    for (std::size_t e = 0; e < s.center.size(); ++e) {
+      int nb = s.neighbor[e];
+      if (s.shift[e] != std::array<int, 3>{0, 0, 0}) {
+        auto it = ghost_of.find({nb, s.shift[e]});
+        if (it == ghost_of.end()) {
+          it = ghost_of.emplace(std::make_pair(nb, s.shift[e]), int(s.n() + owner.size())).first;
+          owner.push_back(nb);
+          species.push_back(s.species[nb]);
+        }
+        nb = it->second;
+      }
+      neighbor.push_back(nb);
+    }
+    ASSERT_FALSE(owner.empty());
+    OwnerMapExchange exchange(s.n(), owner);
+    AtomGraph g{s.n(), species.size(), species.data(), s.center.size(), s.center.data(),
+                neighbor.data(), s.vec.data()};
+    EngineResult r;
+    dev->compute(g, r, &exchange);
+    expect_close(r, ref, s.n(), Tol{1e-12, 1e-12});
+    EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+    EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
+    EXPECT_THROW(dev->compute(g, r, nullptr), Error);
+  }
+}
+
+TEST(MaceCudaEngine, AtomsWithoutEdgesAndRanksWithoutAtoms) {
+  const Case& c = mace_cases().back();
+  auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
+  MaceEngine host(c.model);
+  // Two isolated atoms: E0 (+ self-connection terms) only, no edges.
+  const std::vector<int> species = {0, c.model.num_species() - 1};
+  AtomGraph g{2, 2, species.data(), 0, nullptr, nullptr, nullptr};
+  EngineResult r, ref;
+  dev->compute(g, r, nullptr);
+  host.compute(g, ref, nullptr);
+  EXPECT_NEAR(r.energy, ref.energy, 1e-12 * std::max(1.0, std::abs(ref.energy)));
+  EXPECT_LE(max_diff(r.atom_energy, ref.atom_energy), 1e-12);
+  EXPECT_TRUE(r.edge_gradient.empty());
+  // A rank that owns nothing still makes every collective exchange call.
+  OwnerMapExchange exchange(0, {});
+  AtomGraph empty{0, 0, nullptr, 0, nullptr, nullptr, nullptr};
+  dev->compute(empty, r, &exchange);
+  EXPECT_EQ(r.energy, 0.0);
+  EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+  EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
+}
+
+TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
+  const Case& c = mace_cases().front();
+  const System s = periodic_cell(c.model.num_species(), 9, c.model.r_max);
+  auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
+  EngineResult ref;
+  dev->compute(graph_of(s), ref, nullptr);
+  DeviceBackend& b = dev->backend();
+  DeviceArray<int> sp(b), ce(b), nb(b);
+  DeviceArray<double> vec(b), energy(b, 1), ae(b, s.n()), grad(b, s.vec.size());
+  sp.upload(s.species), ce.upload(s.center), nb.upload(s.neighbor), vec.upload(s.vec);
+  grad.poison();
+  DeviceAtomGraph g{s.n(), s.n(), s.center.size(), sp.data(), ce.data(), nb.data(), vec.data()};
+  dev->compute_device(g, DeviceResult{energy.data(), ae.data(), grad.data()}, nullptr, nullptr);
+  EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
+  EXPECT_LE(max_diff(ae.download(), ref.atom_energy), 1e-12);
+  EXPECT_LE(max_diff(grad.download(), ref.edge_gradient), 1e-12);
+  // A vector beyond the cutoff is caught on the device with the host engine's message.
+  Vec bad = s.vec;
+  bad[3 * 2] = 100.0;
+  vec.upload(bad);
+  try {
+    dev->compute_device(g, DeviceResult{energy.data(), ae.data(), grad.data()}, nullptr, nullptr);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("edge 2 "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not below the cutoff"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MaceCudaEngine, InvalidGraphsThrowTheHostEnginesMessages) {
+  const Case& c = mace_cases().front();
+  const System s = periodic_cell(c.model.num_species(), 9, c.model.r_max);
+  auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
+  MaceEngine host(c.model);
+  auto message = [](Engine& e, const AtomGraph& g) {
+    try {
+      EngineResult r;
+      e.compute(g, r, nullptr);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("no exception");
+  };
+  System bad = s;
+  bad.species[1] = 7;
+  EXPECT_EQ(message(*dev, graph_of(bad)), message(host, graph_of(bad)));
+  bad = s;
+  bad.neighbor[4] = 99;
+  EXPECT_EQ(message(*dev, graph_of(bad)), message(host, graph_of(bad)));
+  bad = s;
+  bad.vec[0] = bad.vec[1] = bad.vec[2] = 0.01;
+  EXPECT_EQ(message(*dev, graph_of(bad)), message(host, graph_of(bad)));
+  EXPECT_NE(message(*dev, graph_of(bad)), "no exception");
+}
+
+TEST(MaceCudaEngine, WithoutADeviceTheFactoryNamesTheFix) {
+  if (device_available()) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    make_cuda_engine(mace_cases().front().model, Precision::kFloat64);
+    FAIL() << "no exception";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("device cpu"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace clebsch::cuda

@@ -1,0 +1,251 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The device layer (device_backend.h, device_array.h, generic_kernels.h, conv_runner.h) against
+// plain host loops and the host convolution, on the emulated backend always (no GPU needed: the
+// device source is compiled by the host compiler) and on the CUDA backend when a GPU is present.
+// The generic module is also compiled by NVRTC for sm_90 without a GPU, so a kernel that only
+// the host compiler accepts fails here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <random>
+
+#include "conv_runner.h"
+#include "convolution.h"
+#include "cuda_driver.h"
+#include "device_array.h"
+#include "error.h"
+#include "generic_kernels.h"
+#include "kernels/kernel_test_util.h"
+#include "mace_kernels.h"
+#include "nvrtc_module.h"
+
+namespace clebsch::cuda {
+namespace {
+
+TEST(GenericKernels, CompileWithNvrtcForSm90) {
+  CompileOptions o;
+  o.arch = "sm_90";
+  o.cache_dir = "off";
+  const Cubin c = compile_cubin(generic_kernels_source(), "clebsch_generic.cu", o);
+  EXPECT_GT(c.image.size(), 1000u);
+}
+
+TEST(CudaBackend, WithoutDriverThrowsAnActionableMessage) {
+  if (device_available()) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    make_cuda_backend(0);
+    FAIL() << "no exception";
+  } catch (const CudaError& e) {
+    EXPECT_NE(std::string(e.what()).find("device cpu"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaBackend, DeviceForLocalRankSpreadsRanksOverTheNodesDevices) {
+  for (const char* n : {"OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                        "MPI_LOCALRANKID", "SLURM_LOCALID", "PMI_LOCAL_RANK"})
+    unsetenv(n);
+  EXPECT_EQ(device_for_local_rank(4), 0);
+  setenv("SLURM_LOCALID", "6", 1);
+  EXPECT_EQ(device_for_local_rank(4), 2);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);  // the first variable found wins
+  EXPECT_EQ(device_for_local_rank(4), 3);
+  EXPECT_EQ(device_for_local_rank(1), 0);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "x", 1);  // not a number: the next one
+  EXPECT_EQ(device_for_local_rank(4), 2);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  unsetenv("SLURM_LOCALID");
+}
+
+std::unique_ptr<DeviceBackend> backend_named(const std::string& name) {
+  if (name == "emulated") return make_emulated_backend();
+  return make_cuda_backend(0);
+}
+
+class Backend : public ::testing::TestWithParam<std::string> {
+ public:
+  void SetUp() override {
+    if (GetParam() == "cuda" && !device_available()) GTEST_SKIP() << "no CUDA device";
+    backend_ = backend_named(GetParam());
+    kernels_ = std::make_unique<GenericKernels>(*backend_);
+  }
+  template <class T>
+  DeviceArray<T> up(const std::vector<T>& v) {
+    DeviceArray<T> d(*backend_);
+    d.upload(v);
+    return d;
+  }
+  std::unique_ptr<DeviceBackend> backend_;
+  std::unique_ptr<GenericKernels> kernels_;
+};
+
+std::vector<double> randv(std::size_t n, int seed) { return test::randn(n, seed); }
+
+template <class T>
+double max_rel(const std::vector<T>& a, const std::vector<double>& b) {
+  std::vector<double> w(a.begin(), a.end());
+  return test::rel_error(w, b);
+}
+
+// A strided, batched GEMM with row gathers, per-row weight selection and beta: the shape of an
+// e3nn linear on mul_ir rows (batch over m, column stride 2l+1) with species-selected weights.
+template <class T>
+void check_gemm(Backend& t, DeviceBackend& be, GenericKernels& k, double tol) {
+  const long long rows = 7, m = 5, n = 4, kk = 3, batch = 3, S = 2;
+  const long long lda = 20, ldc = 17;
+  std::vector<double> A = randv(rows * lda, 1), B = randv(S * kk * n * 2, 2),
+                      C0 = randv(rows * ldc, 3);
+  std::vector<int> a_rows = {6, 0, 3, 2, 5}, c_rows = {1, 4, 0, 6, 2}, sel = {1, 0, 1, 1, 0};
+  GemmArgs g{};
+  g.m = m, g.n = n, g.k = kk, g.batch = batch;
+  g.lda = lda, g.a_col = 3, g.a_batch = 1;
+  g.ldb = n * 2, g.b_col = 2, g.b_batch = 0, g.b_select_stride = kk * n * 2;
+  g.ldc = ldc, g.c_col = 3, g.c_batch = 1;
+  g.alpha = 0.5, g.beta = -1.25;
+  std::vector<double> ref = C0;
+  for (long long b = 0; b < batch; ++b)
+    for (long long i = 0; i < m; ++i)
+      for (long long j = 0; j < n; ++j) {
+        double acc = 0;
+        for (long long q = 0; q < kk; ++q)
+          acc += A[a_rows[i] * lda + q * 3 + b] * B[sel[i] * g.b_select_stride + q * g.ldb + j * 2];
+        double& c = ref[c_rows[i] * ldc + j * 3 + b];
+        c = 0.5 * acc - 1.25 * c;
+      }
+  auto dA = t.template up<T>(test::cast<T>(A));
+  auto dB = t.template up<T>(test::cast<T>(B));
+  auto dC = t.template up<T>(test::cast<T>(C0));
+  auto dar = t.template up<int>(a_rows), dcr = t.template up<int>(c_rows),
+       dsel = t.template up<int>(sel);
+  g.a = dA.data(), g.b = dB.data(), g.c = dC.data();
+  g.a_rows = dar.data(), g.c_rows = dcr.data(), g.b_select = dsel.data();
+  k.gemm(dtype_of<T>(), g, nullptr);
+  EXPECT_LE(max_rel(dC.download(), ref), tol);
+  (void)be;
+}
+
+TEST_P(Backend, GemmMatchesHostLoops) {
+  check_gemm<double>(*this, *backend_, *kernels_, 1e-15);
+  check_gemm<float>(*this, *backend_, *kernels_, 1e-6);
+}
+
+TEST_P(Backend, AxpbyGathersScattersAndConverts) {
+  const std::vector<double> x = randv(5 * 4, 4);
+  std::vector<double> y0 = randv(6 * 3, 5);
+  auto dx = up<double>(x);
+  auto dy = up<float>(test::cast<float>(y0));
+  auto rows_x = up<int>({4, 1, 0}), rows_y = up<int>({5, 5, 2});
+  AxpbyArgs a{};
+  a.x = dx.data(), a.y = dy.data(), a.x_rows = rows_x.data(), a.y_rows = rows_y.data();
+  a.rows = 3, a.cols = 3, a.ldx = 4, a.ldy = 3, a.alpha = 2.0, a.beta = 0, a.scatter_add = 1;
+  kernels_->axpby(DType::kFloat64, DType::kFloat32, a, nullptr);
+  std::vector<double> ref = test::widen(test::cast<float>(y0));
+  const int rx[] = {4, 1, 0}, ry[] = {5, 5, 2};
+  for (int i = 0; i < 3; ++i)
+    for (int c = 0; c < 3; ++c) ref[ry[i] * 3 + c] += 2.0 * x[rx[i] * 4 + c];
+  EXPECT_LE(max_rel(dy.download(), ref), 1e-6);
+}
+
+TEST_P(Backend, ActivationsMatchTheHostEngine) {
+  const std::vector<double> z0 = randv(4 * 6, 6), bias = randv(6, 7), g0 = randv(4 * 6, 8);
+  for (int kind = 0; kind < 5; ++kind) {
+    mace_detail::ScalarAct act;
+    act.kind = static_cast<mace_detail::ScalarAct::Kind>(kind);
+    act.cst = 1.7;
+    auto z = up<double>(z0), a = up<double>(std::vector<double>(24, 0.0)), b = up<double>(bias),
+         g = up<double>(g0);
+    ActArgs p{};
+    p.z = z.data(), p.a = a.data(), p.g = g.data(), p.bias = b.data();
+    p.rows = 4, p.ld = 6, p.c0 = 1, p.c1 = 5, p.kind = kind, p.cst = 1.7, p.out_scale = 0.5;
+    kernels_->act_forward(DType::kFloat64, p, nullptr);
+    p.bias = nullptr;
+    kernels_->act_backward(DType::kFloat64, p, nullptr);
+    std::vector<double> ra(24, 0.0), rg = g0;
+    for (int i = 0; i < 4; ++i)
+      for (int c = 1; c < 5; ++c) {
+        double d;
+        const double v = act.value_and_derivative(z0[i * 6 + c] + bias[c], &d);
+        ra[i * 6 + c] = 0.5 * v;
+        rg[i * 6 + c] *= 0.5 * d;
+      }
+    EXPECT_LE(max_rel(a.download(), ra), 1e-15) << "kind " << kind;
+    EXPECT_LE(max_rel(g.download(), rg), 1e-15) << "kind " << kind;
+  }
+}
+
+TEST_P(Backend, SegmentSumsScaleRowsAndRowDots) {
+  const std::vector<double> x = randv(7 * 2, 9);
+  auto dx = up<double>(x);
+  auto ptr = up<int>({0, 3, 3, 7});
+  DeviceArray<double> out(*backend_, 3);
+  SegmentSumArgs s{dx.data(), out.data(), ptr.data(), 3, 2, 1, 0};
+  kernels_->segment_sum(DType::kFloat64, DType::kFloat64, s, nullptr);
+  const std::vector<double> ref = {x[1] + x[3] + x[5], 0.0, x[7] + x[9] + x[11] + x[13]};
+  EXPECT_LE(max_rel(out.download(), ref), 1e-15);
+
+  auto y = up<double>(x);
+  auto sc = up<double>({0.5, 2.0, -3.0, 1.0, 0.0, 4.0, 1.5});
+  kernels_->scale_rows(DType::kFloat64, ScaleRowsArgs{y.data(), sc.data(), 7, 2, 2, 1}, nullptr);
+  const double f[] = {0.5, 2.0, -3.0, 1.0, 0.0, 4.0, 1.5};
+  std::vector<double> ry = x;
+  for (int i = 0; i < 7; ++i)
+    for (int c = 0; c < 2; ++c) ry[i * 2 + c] /= 1.0 + f[i];
+  EXPECT_LE(max_rel(y.download(), ry), 1e-15);
+
+  DeviceArray<double> dots(*backend_, 7);
+  kernels_->fill(DType::kFloat64, dots.data(), 7, 1.0, nullptr);
+  kernels_->row_dot(DType::kFloat64, RowDotArgs{dx.data(), y.data(), dots.data(), 7, 2, 2, 2, -1.0, 2.0},
+                    nullptr);
+  std::vector<double> rd(7);
+  for (int i = 0; i < 7; ++i) rd[i] = 2.0 - (x[2 * i] * ry[2 * i] + x[2 * i + 1] * ry[2 * i + 1]);
+  EXPECT_LE(max_rel(dots.download(), rd), 1e-15);
+}
+
+// The generated convolution through ConvRunner, forward and fused backward, both modes.
+TEST_P(Backend, ConvRunnerMatchesTheHostConvolution) {
+  TensorProduct tp = test::test_shapes().front().tp;
+  for (const auto& s : test::test_shapes())
+    if (s.name == "MaceLike") tp = s.tp;
+  for (Accumulation acc : {Accumulation::kDeterministic, Accumulation::kAtomic}) {
+    ConvRunner conv(*backend_, tp, DType::kFloat64, acc);
+    const test::Graph g = test::random_graph(9, 40, true, 3);
+    const EdgeIndex edges(g.num_nodes, g.num_nodes, g.sender, g.receiver);
+    const std::size_t n = g.num_nodes, e = g.sender.size();
+    const auto x = randv(n * tp.dim_in1(), 1), y = randv(e * tp.dim_in2(), 2),
+               w = randv(e * tp.weight_numel(), 3), go = randv(n * tp.dim_out(), 4);
+    auto dx = up<double>(x), dy = up<double>(y), dw = up<double>(w), dgo = up<double>(go);
+    auto snd = up<int>(g.sender), rcv = up<int>(g.receiver);
+    auto rptr = up<int>(edges.receiver_ptr()), rord = up<int>(edges.by_receiver());
+    auto sptr = up<int>(edges.sender_ptr()), sord = up<int>(edges.by_sender());
+    DeviceArray<double> out(*backend_, n * tp.dim_out()), gx(*backend_, x.size()),
+        gy(*backend_, y.size()), gw(*backend_, w.size());
+    out.poison(), gx.poison(), gy.poison(), gw.poison();
+    ConvBuffers b;
+    b.num_senders = b.num_receivers = g.num_nodes;
+    b.num_edges = static_cast<std::int64_t>(e);
+    b.sender = snd.data(), b.receiver = rcv.data();
+    b.receiver_ptr = rptr.data(), b.receiver_order = rord.data();
+    b.sender_ptr = sptr.data(), b.sender_order = sord.data();
+    b.x = dx.data(), b.y = dy.data(), b.w = dw.data(), b.grad_out = dgo.data();
+    b.out = out.data(), b.grad_x = gx.data(), b.grad_y = gy.data(), b.grad_w = gw.data();
+    conv.run(nullptr, Pass::kForward, b);
+    conv.run(nullptr, Pass::kBackward, b);
+    EXPECT_EQ(conv.take_status(nullptr), 0u);
+    std::vector<double> ref(n * tp.dim_out()), rgx(x.size()), rgy(y.size()), rgw(w.size());
+    convolution_forward<double>(tp, edges, x.data(), y.data(), w.data(), ref.data());
+    convolution_backward<double>(tp, edges, x.data(), y.data(), w.data(), go.data(), rgx.data(),
+                                 rgy.data(), rgw.data());
+    EXPECT_LE(max_rel(out.download(), ref), 1e-12);
+    EXPECT_LE(max_rel(gx.download(), rgx), 1e-12);
+    EXPECT_LE(max_rel(gy.download(), rgy), 1e-12);
+    EXPECT_LE(max_rel(gw.download(), rgw), 1e-12);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Backend, ::testing::Values("emulated", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace clebsch::cuda

@@ -1,0 +1,498 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The NequIP CUDA engine (kernels/nequip_cuda_engine.cpp, through make_cuda_engine) against the
+// host NequIP engine, itself checked against the real nequip (test_exported_nequip_golden.cpp):
+// on the emulated backend always (no GPU needed: the device source is compiled by the host
+// compiler) and on the CUDA backend when a GPU is present. Models: the NequIP models of the
+// exported_models fixture (parity on/off, ZBL, per-edge-type cutoffs, resnet, lmax 3) on
+// nequip's own edge lists from their golden files, and the bundled Cu-Au potential on a small
+// periodic cell. In float64 energies, per-atom energies and dE/dvector agree to 1e-10; float32
+// and mixed stay within the float32 tolerances the host tests use (model-spec §5). Also: ghost
+// mode (periodic images as ghost nodes with a copying exchange) equals the ghost-free host
+// result, atomic and deterministic accumulation agree (deterministic bitwise run to run),
+// compute_device equals compute, and invalid graphs throw the host engine's messages.
+// The exported models' directory is $CLEBSCH_MODELS_DIR, else CLEBSCH_EXPORTED_MODELS_DIR (set
+// by CMake when the fixture exists); without either, those cases are skipped.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda_driver.h"
+#include "cuda_engine.h"
+#include "device_array.h"
+#include "error.h"
+#include "model.h"
+#include "model_reader.h"
+#include "nequip_cuda_source.h"
+#include "nequip_engine.h"
+#include "nvrtc_module.h"
+#include "safetensors.h"
+
+namespace clebsch::cuda {
+namespace {
+
+using Vec = std::vector<double>;
+
+// ---------------------------------------------------------------------------------------------
+// Graphs
+// ---------------------------------------------------------------------------------------------
+
+struct Graph {
+  std::string name;
+  std::size_t num_local = 0, num_nodes = 0;
+  std::vector<int> species, center, neighbor;
+  std::vector<std::array<int, 3>> shift;  // periodic image of the neighbour (may be empty)
+  Vec vector;
+  AtomGraph view() const {
+    return {num_local, num_nodes, species.data(), center.size(), center.data(), neighbor.data(),
+            vector.data()};
+  }
+};
+
+std::string models_dir() {
+  if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
+#ifdef CLEBSCH_EXPORTED_MODELS_DIR
+  return CLEBSCH_EXPORTED_MODELS_DIR;
+#else
+  return "";
+#endif
+}
+
+std::vector<int> to_int(const Vec& v) {
+  std::vector<int> out;
+  for (double x : v) out.push_back(static_cast<int>(std::lround(x)));
+  return out;
+}
+
+/// nequip's own edge lists of a golden file (FORMAT.md §7).
+std::vector<Graph> golden_graphs(const std::string& path) {
+  const SafetensorsFile golden = SafetensorsFile::read(path);
+  const nlohmann::json gj = nlohmann::json::parse(golden.metadata("golden_json"));
+  std::vector<Graph> out;
+  for (const auto& s : gj.at("structures")) {
+    Graph g;
+    g.name = s.at("name").get<std::string>();
+    const auto N = s.at("n_atoms").get<std::int64_t>(), E = s.at("n_edges").get<std::int64_t>();
+    g.num_local = g.num_nodes = static_cast<std::size_t>(N);
+    g.species = to_int(golden.to_double(g.name + ".species", {N}));
+    g.center = to_int(golden.to_double(g.name + ".edge_centre", {E}));
+    g.neighbor = to_int(golden.to_double(g.name + ".edge_neighbour", {E}));
+    g.vector = golden.to_double(g.name + ".edge_vectors", {E, 3});
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+/// A sheared periodic cell (one lattice vector shorter than most cutoffs, so atoms see their own
+/// images) with every (centre, neighbour, image) inside the pair cutoff.
+Graph periodic_graph(const Engine& engine, int num_atoms) {
+  const double cell[9] = {3.3, 0.0, 0.0, 0.9, 3.6, 0.0, 0.4, 0.7, 3.9};
+  const double frac[6][3] = {{0.02, 0.01, 0.0},  {0.5, 0.52, 0.03}, {0.48, 0.0, 0.51},
+                             {0.03, 0.49, 0.47}, {0.26, 0.24, 0.27}, {0.74, 0.77, 0.72}};
+  Graph g;
+  g.name = "periodic";
+  g.num_local = g.num_nodes = static_cast<std::size_t>(num_atoms);
+  const int ns = static_cast<int>(engine.species().size());
+  Vec pos;
+  for (int i = 0; i < num_atoms; ++i) {
+    for (int d = 0; d < 3; ++d) {
+      double x = 0;
+      for (int b = 0; b < 3; ++b) x += frac[i][b] * cell[3 * b + d];
+      pos.push_back(x);
+    }
+    g.species.push_back(i % ns);
+  }
+  const int range = static_cast<int>(std::ceil(engine.r_max() / 3.3));
+  for (int i = 0; i < num_atoms; ++i)
+    for (int j = 0; j < num_atoms; ++j)
+      for (int a = -range; a <= range; ++a)
+        for (int b = -range; b <= range; ++b)
+          for (int c = -range; c <= range; ++c) {
+            if (i == j && a == 0 && b == 0 && c == 0) continue;
+            double v[3];
+            for (int d = 0; d < 3; ++d)
+              v[d] = pos[3 * j + d] - pos[3 * i + d] + a * cell[d] + b * cell[3 + d] +
+                     c * cell[6 + d];
+            if (std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) <
+                engine.r_max(g.species[i], g.species[j])) {
+              g.center.push_back(i);
+              g.neighbor.push_back(j);
+              g.shift.push_back({a, b, c});
+              g.vector.insert(g.vector.end(), v, v + 3);
+            }
+          }
+  return g;
+}
+
+/// One rank whose ghosts are copies of its own atoms.
+class CopyExchange : public GhostExchange {
+ public:
+  CopyExchange(std::size_t num_local, std::vector<int> owner)
+      : num_local_(num_local), owner_(std::move(owner)) {}
+  void forward(double* f, int width) override { fwd(f, width); }
+  void forward(float* f, int width) override { fwd(f, width); }
+  void reverse(double* g, int width) override { rev(g, width); }
+  void reverse(float* g, int width) override { rev(g, width); }
+  int forward_calls = 0, reverse_calls = 0;
+
+ private:
+  template <class T>
+  void fwd(T* f, int width) {
+    ++forward_calls;
+    for (std::size_t k = 0; k < owner_.size(); ++k)
+      std::copy_n(f + static_cast<std::size_t>(owner_[k]) * width, width,
+                  f + (num_local_ + k) * width);
+  }
+  template <class T>
+  void rev(T* g, int width) {
+    ++reverse_calls;
+    for (std::size_t k = 0; k < owner_.size(); ++k)
+      for (int q = 0; q < width; ++q) {
+        g[static_cast<std::size_t>(owner_[k]) * width + q] += g[(num_local_ + k) * width + q];
+        g[(num_local_ + k) * width + q] = 0;
+      }
+  }
+  std::size_t num_local_;
+  std::vector<int> owner_;
+};
+
+/// The same edges, but every neighbour reached through a periodic shift becomes a ghost node.
+Graph with_image_ghosts(const Graph& g, std::vector<int>& owner) {
+  Graph out = g;
+  std::map<std::tuple<int, int, int, int>, int> index;
+  owner.clear();
+  for (std::size_t e = 0; e < g.center.size(); ++e) {
+    const auto& S = g.shift[e];
+    if (S[0] == 0 && S[1] == 0 && S[2] == 0) continue;
+    const auto key = std::make_tuple(g.neighbor[e], S[0], S[1], S[2]);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, static_cast<int>(g.num_local + owner.size())).first;
+      owner.push_back(g.neighbor[e]);
+      out.species.push_back(g.species[g.neighbor[e]]);
+    }
+    out.neighbor[e] = it->second;
+  }
+  out.num_nodes = g.num_local + owner.size();
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparison
+// ---------------------------------------------------------------------------------------------
+
+double max_abs(const Vec& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+double max_abs_diff(const Vec& a, const Vec& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+struct Tolerance {
+  double energy, gradient;  // relative to max(1, |reference|)
+};
+Tolerance tolerance_of(Precision p) {
+  // float64: summation order only. float32 / mixed: the host tests' float32 targets (per-atom
+  // energy 1e-5, forces 1e-4, both relative to max(1, |value|)).
+  return p == Precision::kFloat64 ? Tolerance{1e-10, 1e-10} : Tolerance{1e-5, 1e-4};
+}
+
+void expect_close(const EngineResult& dev, const EngineResult& ref, Precision p,
+                  const std::string& what) {
+  const Tolerance t = tolerance_of(p);
+  const double de = std::abs(dev.energy - ref.energy);
+  const double dae = max_abs_diff(dev.atom_energy, ref.atom_energy);
+  const double dg = max_abs_diff(dev.edge_gradient, ref.edge_gradient);
+  std::cout << "  [" << to_string(p) << "] " << what << ": |dE| " << de << ", max|de_i| " << dae
+            << ", max|dg| " << dg << "  (E = " << ref.energy << ", max|g| "
+            << max_abs(ref.edge_gradient) << ")\n";
+  EXPECT_LE(de, t.energy * std::max(1.0, std::abs(ref.energy)) *
+                    (p == Precision::kFloat64 ? 1.0 : double(ref.atom_energy.size())))
+      << what;
+  EXPECT_LE(dae, t.energy * std::max(1.0, max_abs(ref.atom_energy))) << what;
+  EXPECT_LE(dg, t.gradient * std::max(1.0, max_abs(ref.edge_gradient))) << what;
+}
+
+EngineResult run(Engine& engine, const Graph& g, GhostExchange* exchange = nullptr) {
+  EngineResult r;
+  engine.compute(g.view(), r, exchange);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture: one backend per parameter
+// ---------------------------------------------------------------------------------------------
+
+class NequipCuda : public ::testing::TestWithParam<std::string> {
+ public:
+  void SetUp() override {
+    if (GetParam() == "cuda" && !device_available()) GTEST_SKIP() << "no CUDA device";
+    backend_ = GetParam() == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
+                                        : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
+  }
+  std::unique_ptr<CudaEngine> engine(const model::Model& m, Precision p,
+                                     bool deterministic = false) {
+    CudaEngineOptions o;
+    o.backend = backend_;
+    o.deterministic = deterministic;
+    return make_cuda_engine(m, p, o);
+  }
+  std::shared_ptr<DeviceBackend> backend_;
+};
+
+struct ExportedModel {
+  std::string name, model_path, golden_path;
+};
+
+std::vector<ExportedModel> exported_nequip_models() {
+  const std::string dir = models_dir();
+  if (dir.empty()) return {};
+  std::ifstream in(dir + "/models.json");
+  if (!in) {
+    ADD_FAILURE() << dir << "/models.json is missing: run unittest/reference/"
+                  << "make_exported_models.py (ctest does it through the exported_models fixture)";
+    return {};
+  }
+  const nlohmann::json index = nlohmann::json::parse(in);
+  std::vector<ExportedModel> out;
+  for (const auto& m : index.at("models"))
+    if (m.at("arch") == "nequip" && !m.at("golden").is_null())
+      out.push_back({m.at("name").get<std::string>(), dir + "/" + m.at("file").get<std::string>(),
+                     dir + "/" + m.at("golden").get<std::string>()});
+  EXPECT_FALSE(out.empty()) << "models.json lists no NequIP model with golden data";
+  return out;
+}
+
+std::string bundled_path() {
+  return std::string(CLEBSCH_SOURCE_DIR) + "/potentials/bundled/cuau-nequip.safetensors";
+}
+
+TEST_P(NequipCuda, ExportedModelsFloat64MatchTheHostEngine) {
+  const std::vector<ExportedModel> models = exported_nequip_models();
+  if (models.empty()) GTEST_SKIP() << "no exported models (set CLEBSCH_MODELS_DIR)";
+  for (const ExportedModel& c : models) {
+    SCOPED_TRACE(c.name);
+    const model::Model m = read_model(c.model_path);
+    NequipEngine host(m, Precision::kFloat64);
+    auto dev = engine(m, Precision::kFloat64);
+    for (const Graph& g : golden_graphs(c.golden_path))
+      expect_close(run(*dev, g), run(host, g), Precision::kFloat64, c.name + "/" + g.name);
+  }
+}
+
+TEST_P(NequipCuda, BundledCuAuAllPrecisionsMatchTheHostEngine) {
+  const model::Model m = read_model(bundled_path());
+  for (Precision p : {Precision::kFloat64, Precision::kMixed, Precision::kFloat32}) {
+    NequipEngine host(m, p);
+    auto dev = engine(m, p);
+    const Graph g = periodic_graph(host, 4);
+    ASSERT_GT(g.center.size(), 20u);
+    expect_close(run(*dev, g), run(host, g), p, "cuau-nequip/periodic");
+  }
+}
+
+TEST_P(NequipCuda, ExportedFloat32AndMixedStayWithinTheHostTolerances) {
+  const std::vector<ExportedModel> models = exported_nequip_models();
+  if (models.empty()) GTEST_SKIP() << "no exported models (set CLEBSCH_MODELS_DIR)";
+  // One model (parity, ZBL, per-edge-type cutoffs) keeps the emulated run short.
+  const ExportedModel& c = models.front();
+  const model::Model m = read_model(c.model_path);
+  const Graph g = golden_graphs(c.golden_path).back();
+  for (Precision p : {Precision::kMixed, Precision::kFloat32}) {
+    NequipEngine host(m, p);
+    auto dev = engine(m, p);
+    expect_close(run(*dev, g), run(host, g), p, c.name + "/" + g.name);
+  }
+}
+
+TEST_P(NequipCuda, GhostModeEqualsTheGhostFreeHostResult) {
+  const model::Model m = read_model(bundled_path());
+  for (Precision p : {Precision::kFloat64, Precision::kMixed}) {
+    NequipEngine host(m, p);
+    auto dev = engine(m, p);
+    const Graph g = periodic_graph(host, 4);
+    std::vector<int> owner;
+    const Graph gg = with_image_ghosts(g, owner);
+    ASSERT_GT(owner.size(), 0u);
+    CopyExchange exchange(g.num_local, owner);
+    expect_close(run(*dev, gg, &exchange), run(host, g), p, "cuau-nequip/periodic ghosts");
+    EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+    EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
+  }
+}
+
+// Under MPI every rank takes part in each exchange, also one without atoms or edges.
+TEST_P(NequipCuda, RankWithoutAtomsStillTakesPartInExchanges) {
+  const model::Model m = read_model(bundled_path());
+  auto dev = engine(m, Precision::kFloat64);
+  CopyExchange exchange(0, {});
+  Graph empty;
+  const EngineResult r = run(*dev, empty, &exchange);
+  EXPECT_EQ(r.energy, 0.0);
+  EXPECT_TRUE(r.atom_energy.empty());
+  EXPECT_TRUE(r.edge_gradient.empty());
+  EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+  EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
+}
+
+TEST_P(NequipCuda, DeterministicModeIsReproducibleAndMatches) {
+  const model::Model m = read_model(bundled_path());
+  NequipEngine host(m, Precision::kFloat64);
+  auto dev = engine(m, Precision::kFloat64, /*deterministic=*/true);
+  const Graph g = periodic_graph(host, 6);
+  const EngineResult a = run(*dev, g), b = run(*dev, g);
+  expect_close(a, run(host, g), Precision::kFloat64, "cuau-nequip/periodic deterministic");
+  EXPECT_EQ(a.energy, b.energy);
+  EXPECT_EQ(a.atom_energy, b.atom_energy);
+  EXPECT_EQ(a.edge_gradient, b.edge_gradient);
+}
+
+TEST_P(NequipCuda, ComputeDeviceEqualsCompute) {
+  const model::Model m = read_model(bundled_path());
+  auto dev = engine(m, Precision::kFloat64, true);
+  const Graph g = periodic_graph(*dev, 4);
+  const EngineResult ref = run(*dev, g);
+  DeviceBackend& b = dev->backend();
+  DeviceArray<int> species(b), center(b), neighbor(b);
+  DeviceArray<double> vector(b), energy(b, 1), atom_energy(b, g.num_local),
+      gradient(b, g.vector.size());
+  species.upload(g.species);
+  center.upload(g.center);
+  neighbor.upload(g.neighbor);
+  vector.upload(g.vector);
+  DeviceAtomGraph dg{g.num_local, g.num_nodes, g.center.size(), species.data(), center.data(),
+                     neighbor.data(), vector.data()};
+  dev->compute_device(dg, {energy.data(), atom_energy.data(), gradient.data()}, nullptr, nullptr);
+  b.synchronize(nullptr);
+  EXPECT_EQ(atom_energy.download(), ref.atom_energy);
+  EXPECT_EQ(gradient.download(), ref.edge_gradient);
+  EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
+}
+
+// Device graphs: indices are checked on the host, geometry on the device; either way the first
+// offending value is reported with the host engine's message, and the engine stays usable.
+TEST_P(NequipCuda, InvalidDeviceGraphsThrowTheHostEnginesMessages) {
+  const model::Model m = read_model(bundled_path());
+  NequipEngine host(m, Precision::kFloat64);
+  auto dev = engine(m, Precision::kFloat64);
+  DeviceBackend& b = dev->backend();
+  const Graph good = periodic_graph(host, 4);
+  const auto device_message = [&](const Graph& g) {
+    DeviceArray<int> species(b), center(b), neighbor(b);
+    DeviceArray<double> vector(b), gradient(b, g.vector.size());
+    species.upload(g.species);
+    center.upload(g.center);
+    neighbor.upload(g.neighbor);
+    vector.upload(g.vector);
+    const DeviceAtomGraph dg{g.num_local,   g.num_nodes,     g.center.size(), species.data(),
+                             center.data(), neighbor.data(), vector.data()};
+    try {
+      dev->compute_device(dg, {nullptr, nullptr, gradient.data()}, nullptr, nullptr);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("no exception");
+  };
+  const auto host_message = [&](const Graph& g) {
+    try {
+      run(host, g);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("no exception");
+  };
+  Graph far = good, nan = good, zero = good, both = good, species = good;
+  far.vector[3 * 7 + 1] += 10.0;
+  nan.vector[3 * 9] = std::nan("");
+  zero.vector[3 * 4] = zero.vector[3 * 4 + 1] = zero.vector[3 * 4 + 2] = 0.0;
+  both.vector[3 * 2] += 10.0;  // a geometry error before an index error: reported first
+  both.neighbor[6] = 99;
+  species.species[3] = -1;
+  for (const Graph* g : {&far, &nan, &zero, &both, &species}) {
+    const std::string h = host_message(*g);
+    EXPECT_NE(h, "no exception");
+    EXPECT_EQ(device_message(*g), h);
+  }
+  EXPECT_EQ(device_message(good), "no exception");
+}
+
+TEST_P(NequipCuda, InvalidGraphsThrowTheHostEnginesMessages) {
+  const model::Model m = read_model(bundled_path());
+  NequipEngine host(m, Precision::kFloat64);
+  auto dev = engine(m, Precision::kFloat64);
+  const Graph good = periodic_graph(host, 4);
+  const auto message = [](Engine& e, const Graph& g, GhostExchange* ex = nullptr) {
+    try {
+      run(e, g, ex);
+    } catch (const Error& err) {
+      return std::string(err.what());
+    }
+    return std::string("no exception");
+  };
+  Graph far = good, species = good, centre = good, ghost = good;
+  far.vector[3 * 5] += 10.0;
+  species.species[2] = 7;
+  centre.center[3] = 4;
+  ghost.num_nodes += 1;
+  ghost.species.push_back(0);
+  for (const Graph* g : {&far, &species, &centre, &ghost}) {
+    const std::string h = message(host, *g), d = message(*dev, *g);
+    EXPECT_NE(h, "no exception");
+    EXPECT_EQ(d, h);
+  }
+  // A failed call leaves the engine usable.
+  expect_close(run(*dev, good), run(host, good), Precision::kFloat64, "after errors");
+}
+
+// The module the emulation builds with the host compiler must also compile with NVRTC (no GPU
+// needed): every precision, and a model with ZBL and per-edge-type cutoffs when present.
+TEST(NequipCudaSource, CompilesWithNvrtcForSm90) {
+  std::vector<std::string> paths = {bundled_path()};
+  const std::vector<ExportedModel> exported = exported_nequip_models();
+  if (!exported.empty()) paths.push_back(exported.front().model_path);
+  CompileOptions o;
+  o.arch = "sm_90";
+  o.cache_dir = "off";
+  for (const std::string& path : paths) {
+    const model::Model m = read_model(path);
+    for (Precision p : {Precision::kFloat64, Precision::kMixed, Precision::kFloat32}) {
+      SCOPED_TRACE(path + " " + to_string(p));
+      const Cubin c = compile_cubin(nequip_kernels_source(m, p), "clebsch_nequip.cu", o);
+      EXPECT_GT(c.image.size(), 1000u);
+    }
+  }
+}
+
+TEST(NequipCudaFactory, BuildsTheNequipEngineThroughMakeCudaEngine) {
+  const model::Model m = read_model(bundled_path());
+  CudaEngineOptions o;
+  o.backend = std::shared_ptr<DeviceBackend>(make_emulated_backend());
+  auto e = make_cuda_engine(m, Precision::kFloat64, o);
+  NequipEngine host(m, Precision::kFloat64);
+  EXPECT_EQ(e->species(), host.species());
+  EXPECT_EQ(e->num_layers(), host.num_layers());
+  EXPECT_EQ(e->exchange_width(), host.exchange_width());
+  EXPECT_EQ(e->r_max(), host.r_max());
+}
+
+INSTANTIATE_TEST_SUITE_P(All, NequipCuda, ::testing::Values("emulated", "cuda"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace clebsch::cuda
