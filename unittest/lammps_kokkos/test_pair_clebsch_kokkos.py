@@ -99,10 +99,10 @@ def test_golden_structures_match_python_model_kk(model, newton):
 # clebsch/kk against the plain clebsch style, same binary, 1/2/4 ranks
 # ------------------------------------------------------------------------------------------------
 
-def _cuau_run(style_args, nprocs, *, n=5, steps=10, newton="on", pair="clebsch", dump_every=10):
+def _cuau_run(style_args, nprocs, *, n=5, steps=10, newton="on", pair_args="", dump_every=10):
+    """The plain style's Cu-Au input; @p pair_args follows ``pair_style clebsch``."""
     text = CUAU_INPUT.format(newton=newton, model=_bundled(), temp=600, steps=steps, thermo=1,
-                             dump_every=dump_every)
-    text = text.replace("pair_style clebsch\n", f"pair_style {pair}\n")
+                             dump_every=dump_every, pair_args=pair_args)
     return run_lammps(text, nprocs=nprocs, extra_args=style_args,
                       files={"data.cuau": cuau_crystal(n)})
 
@@ -159,7 +159,7 @@ def test_kk_newton_off_equals_plain(nprocs):
 
 
 def test_kk_host_variant_equals_plain():
-    kk = _cuau_run(KK, 2, n=4, steps=0, dump_every=1, pair="clebsch/kk/host")
+    kk = _cuau_run(KK, 2, n=4, steps=0, dump_every=1, pair_args="/kk/host")
     plain = _cuau_run([], 2, n=4, steps=0, dump_every=1)
     _compare(kk, plain, f_tol=1e-10, e_tol=1e-10, label="clebsch/kk/host")
     cleanup(kk)
@@ -168,8 +168,8 @@ def test_kk_host_variant_equals_plain():
 
 def test_kk_float32_exchange_matches_plain():
     """precision fp32 on 2 ranks: the exchanged node features are float32 rows."""
-    kk = _cuau_run(KK, 2, n=4, steps=0, dump_every=1, pair="clebsch precision fp32")
-    plain = _cuau_run([], 2, n=4, steps=0, dump_every=1, pair="clebsch precision fp32")
+    kk = _cuau_run(KK, 2, n=4, steps=0, dump_every=1, pair_args=" precision fp32")
+    plain = _cuau_run([], 2, n=4, steps=0, dump_every=1, pair_args=" precision fp32")
     df = _compare(kk, plain, f_tol=1e-4, e_tol=1e-5, label="fp32")
     print(f"clebsch/kk vs clebsch, float32, 2 ranks: max |dF| = {df:.3e} eV/A")
     cleanup(kk)
