@@ -56,3 +56,74 @@ string(TOUPPER ${LAMMPS_SIZES} _sizes)
 target_compile_definitions(clebsch_lammps INTERFACE LAMMPS_${_sizes})
 message(STATUS "Clebsch: LAMMPS headers ${LAMMPS_SOURCE_DIR}, library ${LAMMPS_LIBRARY}, "
                "executable ${LAMMPS_EXECUTABLE}")
+
+# ------------------------------------------------------------------------------------------------
+# LAMMPS built with KOKKOS: the plugin then also registers clebsch/kk (pair_clebsch_kokkos.cpp).
+# Plugins must be compiled as LAMMPS was: against the same Kokkos, with LMP_KOKKOS and the
+# KOKKOS package's precision and layout macros (LAMMPS's installed CMake config does not export
+# them), and in C++20 (LAMMPS >= 2025 with Kokkos >= 4.5/5).
+#   -DCLEBSCH_LAMMPS_KOKKOS=AUTO|ON|OFF   AUTO: ON when LAMMPS's installed lammps.pc has LMP_KOKKOS
+#   -DCLEBSCH_LAMMPS_KOKKOS_PREC=double|mixed|single   LAMMPS's KOKKOS_PREC (default double)
+#   -DCLEBSCH_LAMMPS_KOKKOS_LAYOUT=legacy|default      LAMMPS's KOKKOS_LAYOUT (default legacy)
+#   -DKokkos_ROOT=<prefix>                the Kokkos LAMMPS was built with (find_package(Kokkos))
+# Defines CLEBSCH_LAMMPS_KOKKOS_ENABLED and the interface target Clebsch::lammps_kokkos.
+set(CLEBSCH_LAMMPS_KOKKOS "AUTO" CACHE STRING "Build clebsch/kk (LAMMPS has KOKKOS): AUTO, ON, OFF")
+set(CLEBSCH_LAMMPS_KOKKOS_PREC "double" CACHE STRING "LAMMPS's KOKKOS_PREC: double, mixed, single")
+set(CLEBSCH_LAMMPS_KOKKOS_LAYOUT "legacy" CACHE STRING "LAMMPS's KOKKOS_LAYOUT: legacy, default")
+
+set(CLEBSCH_LAMMPS_KOKKOS_ENABLED OFF)
+if(CLEBSCH_LAMMPS_KOKKOS STREQUAL "AUTO")
+  # An installed LAMMPS names LMP_KOKKOS in its pkg-config file (its CMake targets do not).
+  file(GLOB _lammps_cfg ${LAMMPS_ROOT}/lib*/pkgconfig/*.pc)
+  foreach(_cfg ${_lammps_cfg})
+    file(STRINGS ${_cfg} _kk REGEX "LMP_KOKKOS")
+    if(_kk)
+      set(CLEBSCH_LAMMPS_KOKKOS_ENABLED ON)
+    endif()
+  endforeach()
+elseif(CLEBSCH_LAMMPS_KOKKOS)
+  set(CLEBSCH_LAMMPS_KOKKOS_ENABLED ON)
+endif()
+
+if(CLEBSCH_LAMMPS_KOKKOS_ENABLED)
+  if(NOT EXISTS ${LAMMPS_SOURCE_DIR}/KOKKOS/kokkos_type.h)
+    message(FATAL_ERROR "LAMMPS_SOURCE_DIR=${LAMMPS_SOURCE_DIR} has no KOKKOS/kokkos_type.h")
+  endif()
+  # clebsch/kk needs the KOKKOS precision API of September 2025 (KK_FLOAT; LAMMPS 20260704).
+  file(STRINGS ${LAMMPS_SOURCE_DIR}/KOKKOS/kokkos_type.h _kk_float REGEX "typedef [a-z]+ KK_FLOAT;")
+  if(NOT _kk_float)
+    if(CLEBSCH_LAMMPS_KOKKOS STREQUAL "AUTO")
+      message(WARNING "LAMMPS at ${LAMMPS_SOURCE_DIR} predates the KOKKOS precision API "
+                      "(KK_FLOAT, Sep 2025): clebsch/kk is not built (the plain style is)")
+      set(CLEBSCH_LAMMPS_KOKKOS_ENABLED OFF)
+    else()
+      message(FATAL_ERROR "clebsch/kk needs LAMMPS with the KOKKOS precision API (KK_FLOAT, "
+                          "Sep 2025 or later, e.g. 20260704); ${LAMMPS_SOURCE_DIR} is older")
+    endif()
+  endif()
+endif()
+if(CLEBSCH_LAMMPS_KOKKOS_ENABLED)
+  find_package(Kokkos 4.5 REQUIRED CONFIG)
+  string(TOUPPER "${CLEBSCH_LAMMPS_KOKKOS_PREC}" _prec)
+  if(_prec STREQUAL "DOUBLE")
+    set(_prec_setting DOUBLE_DOUBLE)
+  elseif(_prec STREQUAL "MIXED")
+    set(_prec_setting SINGLE_DOUBLE)
+  elseif(_prec STREQUAL "SINGLE")
+    set(_prec_setting SINGLE_SINGLE)
+  else()
+    message(FATAL_ERROR "CLEBSCH_LAMMPS_KOKKOS_PREC must be double, mixed or single, got "
+                        "${CLEBSCH_LAMMPS_KOKKOS_PREC}")
+  endif()
+  string(TOUPPER "${CLEBSCH_LAMMPS_KOKKOS_LAYOUT}" _layout)
+  add_library(clebsch_lammps_kokkos INTERFACE)
+  add_library(Clebsch::lammps_kokkos ALIAS clebsch_lammps_kokkos)
+  target_include_directories(clebsch_lammps_kokkos INTERFACE ${LAMMPS_SOURCE_DIR}/KOKKOS)
+  target_link_libraries(clebsch_lammps_kokkos INTERFACE Clebsch::lammps Kokkos::kokkos)
+  target_compile_definitions(clebsch_lammps_kokkos INTERFACE LMP_KOKKOS
+                             LMP_KOKKOS_${_prec_setting} LMP_KOKKOS_LAYOUT_${_layout})
+  target_compile_features(clebsch_lammps_kokkos INTERFACE cxx_std_20)
+  message(STATUS "Clebsch: LAMMPS has KOKKOS (Kokkos ${Kokkos_VERSION}, devices "
+                 "${Kokkos_DEVICES}): building clebsch/kk, precision ${_prec_setting}, "
+                 "layout ${_layout}")
+endif()

@@ -13,6 +13,7 @@
 #include "neighbor.h"
 #include "update.h"
 
+#include "clebsch_pair_common.h"
 #include "cuda_engine_loader.h"
 #include "engine.h"
 #include "host_engine.h"
@@ -42,8 +43,7 @@ class PairGhostExchange : public clebsch::GhostExchange {
   PairClebsch *pair_;
 };
 
-// Values per ghost atom in the newton-off reverse communication: force (3) + per-atom virial (6).
-constexpr int kGhostTallyWidth = 9;
+using clebsch_pair::kGhostTallyWidth;
 
 }    // namespace
 
@@ -318,9 +318,8 @@ void PairClebsch::tally(const clebsch::EngineResult &result)
     fj[1] -= g[1];
     fj[2] -= g[2];
     if (vflag_either) {
-      const double w[6] = {-v[0] * g[0], -v[1] * g[1], -v[2] * g[2],
-                           -0.5 * (v[0] * g[1] + v[1] * g[0]), -0.5 * (v[0] * g[2] + v[2] * g[0]),
-                           -0.5 * (v[1] * g[2] + v[2] * g[1])};
+      double w[6];
+      clebsch_pair::edge_virial(v, g, w);
       if (vflag_global)
         for (int k = 0; k < 6; k++) virial[k] += w[k];
       if (vflag_atom) {

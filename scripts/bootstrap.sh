@@ -15,6 +15,24 @@ step() { printf '\n== %s\n' "$*" >&2; }
 step "Debian packages"
 bash "$root/scripts/install-system-packages.sh"
 
+# LAMMPS with KOKKOS (OpenMP) in a Debian sid chroot and the plugin with clebsch/kk built there,
+# for the /kk tests (scripts/build-lammps-kokkos.sh; needs root, as CI has). It runs in the
+# background while the Python environments download (network-bound), and is waited for before
+# Clebsch is configured. CLEBSCH_KOKKOS=0 skips it; so does a non-root user, with a warning.
+kokkos_args=() kokkos_pid=""
+if [ "${CLEBSCH_KOKKOS:-1}" != 0 ] && [ "$(id -u)" -ne 0 ]; then
+  echo "clebsch: WARNING: not root: no Debian sid chroot, so the clebsch/kk tests are not set up" >&2
+elif [ "${CLEBSCH_KOKKOS:-1}" != 0 ]; then
+  step "LAMMPS+KOKKOS (OpenMP, Debian sid chroot) and the clebsch/kk plugin, in the background"
+  CLEBSCH_LAMMPS_DOWNLOAD_ONLY=1 bash "$root/scripts/build-lammps.sh" >/dev/null
+  mkdir -p "$build"
+  bash "$root/scripts/build-lammps-kokkos.sh" "$build/kokkos-plugin" \
+    >"$build/kokkos-build.out" 2>"$build/kokkos-build.err" &
+  kokkos_pid=$!
+  # Should a later step fail, do not leave the background build behind.
+  trap '[ -n "$kokkos_pid" ] && kill "$kokkos_pid" 2>/dev/null || true' EXIT
+fi
+
 step "Python environments (e3nn, mace-torch, nequip)"
 bash "$root/scripts/setup-python.sh"
 
@@ -25,6 +43,20 @@ if [ -z "${LAMMPS_SOURCE_DIR:-}" ] || [ -z "${LAMMPS_ROOT:-}" ]; then
   LAMMPS_ROOT=$prefix/install
 fi
 
+if [ -n "$kokkos_pid" ]; then
+  step "LAMMPS+KOKKOS (OpenMP, Debian sid chroot) and the clebsch/kk plugin: waiting for it"
+  if ! wait "$kokkos_pid"; then
+    cat "$build/kokkos-build.err" >&2
+    echo "clebsch: scripts/build-lammps-kokkos.sh failed (log above)" >&2
+    exit 1
+  fi
+  kokkos_pid=""
+  grep 'clebsch-kokkos: .*: [0-9]* s$' "$build/kokkos-build.err" >&2 || true
+  kprefix=$(tail -n 1 "$build/kokkos-build.out")
+  kokkos_args=(-DCLEBSCH_KOKKOS_LMP="$kprefix/bin/lmp" -DCLEBSCH_KOKKOS_MPIEXEC="$kprefix/bin/mpirun"
+               -DCLEBSCH_KOKKOS_PLUGIN="$build/kokkos-plugin/pair_style/libclebschplugin.so")
+fi
+
 step "Clebsch"
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_BASEDIR=$root
 launcher=()
@@ -33,5 +65,5 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}
       -DCLEBSCH_PYTHON="$cache/venv-e3nn/bin/python" \
       -DCLEBSCH_PYTHON_MACE="$cache/venv-mace/bin/python" \
       -DCLEBSCH_PYTHON_NEQUIP="$cache/venv-nequip/bin/python" \
-      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" >&2
+      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" "${kokkos_args[@]}" >&2
 cmake --build "$build" -j "${CLEBSCH_JOBS:-$(nproc)}" >&2

@@ -35,6 +35,8 @@ for c in "${candidates[@]}"; do
   echo "clebsch: LAMMPS $ver not available or checksum mismatch; trying the next version" >&2
 done
 [ -n "$tarball" ] || { echo "clebsch: could not obtain a verified LAMMPS source tarball" >&2; exit 1; }
+# scripts/build-lammps-kokkos.sh needs only the verified tarball.
+if [ -n "${CLEBSCH_LAMMPS_DOWNLOAD_ONLY:-}" ]; then echo "$tarball"; exit 0; fi
 
 # The build key changes when the source or the options below change.
 options="-DBUILD_SHARED_LIBS=ON -DPKG_PLUGIN=ON -DBUILD_MPI=ON -DBUILD_OMP=ON -DLAMMPS_EXCEPTIONS=ON -DCMAKE_BUILD_TYPE=Release -DWITH_JPEG=OFF -DWITH_PNG=OFF -DWITH_FFMPEG=OFF -DWITH_GZIP=ON -DPKG_MOLECULE=ON -DPKG_EXTRA-COMPUTE=ON"

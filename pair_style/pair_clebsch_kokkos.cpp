@@ -1,0 +1,710 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Implementation of pair_style clebsch/kk (see pair_clebsch_kokkos.h for the design).
+
+#include "pair_clebsch_kokkos.h"
+
+#include "atom_kokkos.h"
+#include "atom_masks.h"
+#include "comm.h"
+#include "error.h"
+#include "force.h"
+#include "kokkos.h"
+#include "memory_kokkos.h"
+#include "neigh_list_kokkos.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+
+#include "clebsch_pair_common.h"
+#include "engine.h"
+
+#include <algorithm>
+#include <exception>
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+// The engine's view of LAMMPS communication between layers, through the Kokkos pair comm.
+template <class DeviceType> class KokkosGhostExchange : public clebsch::GhostExchange {
+ public:
+  explicit KokkosGhostExchange(PairClebschKokkos<DeviceType> *pair) : pair_(pair) {}
+  void forward(double *rows, int width) override { pair_->exchange_forward_kokkos(rows, width); }
+  void forward(float *rows, int width) override { pair_->exchange_forward_kokkos(rows, width); }
+  void reverse(double *rows, int width) override { pair_->exchange_reverse_kokkos(rows, width); }
+  void reverse(float *rows, int width) override { pair_->exchange_reverse_kokkos(rows, width); }
+
+ private:
+  PairClebschKokkos<DeviceType> *pair_;
+};
+
+// Atomic add of a double to LAMMPS's accumulators, which are float with KOKKOS_PREC single.
+template <class T> KOKKOS_INLINE_FUNCTION void atomic_add_to(T *target, const double value)
+{
+  Kokkos::atomic_add(target, static_cast<T>(value));
+}
+
+// Whether the host can read memory of DeviceType (Kokkos OpenMP/Serial, or /kk/host).
+template <class DeviceType>
+constexpr bool kHostReadable =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename DeviceType::memory_space>::accessible;
+
+}    // namespace
+
+/* ---------------------------------------------------------------------- */
+
+template <class DeviceType>
+PairClebschKokkos<DeviceType>::PairClebschKokkos(LAMMPS *lmp) : PairClebsch(lmp)
+{
+  respa_enable = 0;
+  kokkosable = 1;
+  reverse_comm_device = 1;
+  atomKK = (AtomKokkos *) atom;
+  execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
+  datamask_read = EMPTY_MASK;
+  datamask_modify = EMPTY_MASK;
+}
+
+template <class DeviceType> PairClebschKokkos<DeviceType>::~PairClebschKokkos()
+{
+  // Kernels are a separate functor, so this object is never copied into a kernel; the guard is
+  // LAMMPS's convention and harmless.
+  if (copymode) return;
+  memoryKK->destroy_kokkos(k_eatom, eatom);
+  memoryKK->destroy_kokkos(k_vatom, vatom);
+  eatom = nullptr;
+  vatom = nullptr;
+}
+
+/* ---------------------------------------------------------------------- */
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::init_style()
+{
+  // The plain style's checks (model, units, atom IDs) and its full neighbor list request, made
+  // a Kokkos request on this style's execution space.
+  PairClebsch::init_style();
+  auto request = neighbor->find_request(this);
+  request->set_kokkos_host(std::is_same_v<DeviceType, LMPHostType> &&
+                           !std::is_same_v<DeviceType, LMPDeviceType>);
+  request->set_kokkos_device(std::is_same_v<DeviceType, LMPDeviceType>);
+  request->enable_full();
+}
+
+template <class DeviceType> double PairClebschKokkos<DeviceType>::init_one(int i, int j)
+{
+  const double cut = PairClebsch::init_one(i, j);
+  ntypes_tables_ = -1;    // the directed cutoffs may have changed: refill the View
+  return cut;
+}
+
+template <class DeviceType>
+template <class View>
+void PairClebschKokkos<DeviceType>::grow(View &view, size_t n, const char *label)
+{
+  // Grow with headroom, never shrink: the graph changes size a little every step.
+  if (view.extent(0) < n)
+    view =
+        View(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n + n / 5 + 16);
+}
+
+/* ---------------------------------------------------------------------- */
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::compute(int eflag_in, int vflag_in)
+{
+  ev_init(eflag_in, vflag_in, 0);
+
+  if (eflag_atom) {
+    memoryKK->destroy_kokkos(k_eatom, eatom);
+    memoryKK->create_kokkos(k_eatom, eatom, maxeatom, "clebsch:eatom");
+    k_.d_eatom = k_eatom.template view<DeviceType>();
+  }
+  if (vflag_atom) {
+    memoryKK->destroy_kokkos(k_vatom, vatom);
+    memoryKK->create_kokkos(k_vatom, vatom, maxvatom, "clebsch:vatom");
+    k_.d_vatom = k_vatom.template view<DeviceType>();
+  }
+
+  atomKK->sync(execution_space, X_MASK | F_MASK | TYPE_MASK | TAG_MASK);
+  k_.x = atomKK->k_x.template view<DeviceType>();
+  k_.f = atomKK->k_f.template view<DeviceType>();
+  k_.type = atomKK->k_type.template view<DeviceType>();
+  k_.tag = atomKK->k_tag.template view<DeviceType>();
+
+  auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
+  k_.d_numneigh = k_list->d_numneigh;
+  k_.d_neighbors = k_list->d_neighbors;
+  k_.d_ilist = k_list->d_ilist;
+
+  build_graph_kokkos();
+  run_engine();
+  atomKK->modified(execution_space, F_MASK);
+}
+
+/* ----------------------------------------------------------------------
+   the atomic graph, built on the execution space from LAMMPS's Views
+------------------------------------------------------------------------- */
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::build_graph_kokkos()
+{
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  const int inum = list->inum;
+  owners_only_ = comm->nprocs == 1;
+  k_.nlocal = nlocal;
+  k_.owners_only = owners_only_ ? 1 : 0;
+
+  // Per-type tables (type -> species, directed cutoff^2) from the plain style's host tables.
+  const int ntp1 = atom->ntypes + 1;
+  if (ntypes_tables_ != atom->ntypes) {
+    k_.d_type_to_species = typename Kernels::IntView("clebsch:type_to_species", ntp1);
+    k_.d_cutsq = Kokkos::View<double **, DeviceType>("clebsch:cutsq_directed", ntp1, ntp1);
+    auto h_species = Kokkos::create_mirror_view(k_.d_type_to_species);
+    auto h_cutsq = Kokkos::create_mirror_view(k_.d_cutsq);
+    for (int a = 0; a < ntp1; a++) {
+      h_species(a) = type_to_species_[a];
+      for (int b = 0; b < ntp1; b++) h_cutsq(a, b) = cutsq_directed_[a * ntp1 + b];
+    }
+    Kokkos::deep_copy(k_.d_type_to_species, h_species);
+    Kokkos::deep_copy(k_.d_cutsq, h_cutsq);
+    ntypes_tables_ = atom->ntypes;
+  }
+
+  if (owners_only_) {
+    // One rank: every ghost is an image of a local atom, found by tag (our own table, so that
+    // no atom map is required of the input).
+    tagint max_tag = 0;
+    auto tag = k_.tag;
+    Kokkos::parallel_reduce(
+        "clebsch:max_tag", Kokkos::RangePolicy<DeviceType>(0, nlocal),
+        LAMMPS_LAMBDA(const int i, tagint &m) { m = tag(i) > m ? tag(i) : m; },
+        Kokkos::Max<tagint>(max_tag));
+    grow(k_.d_owner_of_tag, static_cast<size_t>(max_tag) + 1, "clebsch:owner_of_tag");
+    Kokkos::deep_copy(k_.d_owner_of_tag, -1);
+    Kokkos::parallel_for("clebsch:owner_map",
+                         Kokkos::RangePolicy<DeviceType, typename Kernels::TagOwnerMap>(0, nlocal),
+                         k_);
+  }
+
+  nnodes_ = owners_only_ ? nlocal : nall;
+  grow(k_.d_species, nnodes_, "clebsch:species");
+  Kokkos::parallel_for("clebsch:species",
+                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagSpecies>(0, nnodes_),
+                       k_);
+
+  // Edges: count per centre atom, exclusive scan, fill. The order (centre by centre, then the
+  // neighbor list's order) is the plain style's.
+  grow(k_.d_edge_offset, static_cast<size_t>(inum) + 1, "clebsch:edge_offset");
+  Kokkos::parallel_for("clebsch:count_edges",
+                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagCountEdges>(0, inum),
+                       k_);
+  auto offset = k_.d_edge_offset;
+  Kokkos::parallel_scan(
+      "clebsch:edge_scan", Kokkos::RangePolicy<DeviceType>(0, inum + 1),
+      LAMMPS_LAMBDA(const int ii, int &sum, const bool final) {
+        const int count = ii < inum ? offset(ii) : 0;
+        if (final) offset(ii) = sum;
+        sum += count;
+      });
+  Kokkos::deep_copy(nedges_, Kokkos::subview(k_.d_edge_offset, inum));
+  grow(k_.d_center, nedges_, "clebsch:center");
+  grow(k_.d_neighbor, nedges_, "clebsch:neighbor");
+  grow(k_.d_neighbor_atom, nedges_, "clebsch:neighbor_atom");
+  grow(k_.d_vector, nedges_, "clebsch:vector");
+  grow(k_.d_gradient, nedges_, "clebsch:gradient");
+  if (!k_.d_missing_owner.data())
+    k_.d_missing_owner = Kokkos::View<tagint, DeviceType>("clebsch:missing_owner");
+  Kokkos::deep_copy(k_.d_missing_owner, tagint(0));
+  Kokkos::parallel_for("clebsch:fill_edges",
+                       Kokkos::RangePolicy<DeviceType, typename Kernels::TagFillEdges>(0, inum),
+                       k_);
+  tagint missing = 0;
+  Kokkos::deep_copy(missing, k_.d_missing_owner);
+  if (missing) error->one(FLERR, "Pair style clebsch: ghost atom {} has no local owner", missing);
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagOwnerMap,
+                                                                         const int i) const
+{
+  d_owner_of_tag(tag(i)) = i;
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagSpecies,
+                                                                         const int i) const
+{
+  d_species(i) = d_type_to_species(type(i));
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagCountEdges,
+                                                                         const int ii) const
+{
+  const int i = d_ilist(ii);
+  const int jnum = d_numneigh(i);
+  const int ti = type(i);
+  const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
+  int count = 0;
+  for (int jj = 0; jj < jnum; jj++) {
+    const int j = d_neighbors(i, jj) & NEIGHMASK;
+    const double d0 = x(j, 0) - xi[0], d1 = x(j, 1) - xi[1], d2 = x(j, 2) - xi[2];
+    if (d0 * d0 + d1 * d1 + d2 * d2 < d_cutsq(ti, type(j))) count++;
+  }
+  d_edge_offset(ii) = count;
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagFillEdges,
+                                                                         const int ii) const
+{
+  const int i = d_ilist(ii);
+  const int jnum = d_numneigh(i);
+  const int ti = type(i);
+  const double xi[3] = {x(i, 0), x(i, 1), x(i, 2)};
+  int e = d_edge_offset(ii);
+  for (int jj = 0; jj < jnum; jj++) {
+    const int j = d_neighbors(i, jj) & NEIGHMASK;
+    const double d0 = x(j, 0) - xi[0], d1 = x(j, 1) - xi[1], d2 = x(j, 2) - xi[2];
+    if (d0 * d0 + d1 * d1 + d2 * d2 >= d_cutsq(ti, type(j))) continue;
+    int node = j;
+    if (owners_only && j >= nlocal) {
+      const tagint t = tag(j);
+      node = t < static_cast<tagint>(d_owner_of_tag.extent(0)) ? d_owner_of_tag(t) : -1;
+      if (node < 0) {
+        d_missing_owner() = t;    // any one of them: the host reports it
+        node = i;
+      }
+    }
+    d_center(e) = i;
+    d_neighbor(e) = node;
+    d_neighbor_atom(e) = j;
+    d_vector(e, 0) = d0;
+    d_vector(e, 1) = d1;
+    d_vector(e, 2) = d2;
+    e++;
+  }
+}
+
+/* ----------------------------------------------------------------------
+   the engine
+------------------------------------------------------------------------- */
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::run_engine()
+{
+  if constexpr (!kHostReadable<DeviceType>) {
+    // SEAM (not implemented yet): on a Kokkos CUDA build, clebsch/kk is to call the CUDA engine
+    // (kernels/, being written) on the graph Views in place: device pointers of d_species,
+    // d_center, d_neighbor, d_vector, and Kokkos' stream (DeviceType().cuda_stream()), with the
+    // per-layer exchanges below on device rows. Until then this path stops here.
+    error->one(FLERR,
+               "Pair style clebsch/kk: the CUDA engine path of the Kokkos style is not "
+               "implemented yet; use clebsch/kk/host (or pair_style clebsch)");
+  } else {
+    // Host engine, on the Views in place (their memory is host memory here).
+    clebsch::AtomGraph graph;
+    graph.num_local = atom->nlocal;
+    graph.num_nodes = nnodes_;
+    graph.species = k_.d_species.data();
+    graph.num_edges = nedges_;
+    graph.center = k_.d_center.data();
+    graph.neighbor = k_.d_neighbor.data();
+    graph.vector = k_.d_vector.data();
+    Kokkos::fence();
+
+    clebsch::EngineResult result;
+    KokkosGhostExchange<DeviceType> exchange(this);
+    try {
+      engine_->compute(graph, result, owners_only_ ? nullptr : &exchange);
+    } catch (std::exception &e) {
+      error->one(FLERR, "Pair style clebsch: {}", e.what());
+    }
+    tally_kokkos(result);
+  }
+}
+
+/* ----------------------------------------------------------------------
+   forces, energies and virials from the per-edge gradients g = dE/dv, v = x_j - x_i:
+   F_i += g, F_j -= g, edge virial W = -sym(v (x) g), half to each atom of the edge
+------------------------------------------------------------------------- */
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::tally_kokkos(const clebsch::EngineResult &result)
+{
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  // Ghost contributions go through our own reverse communication when LAMMPS does not sum
+  // ghost forces (newton pair off); with newton on LAMMPS's own reverse comm does it.
+  k_.own_ghost_tally = (!owners_only_ && !force->newton_pair) ? 1 : 0;
+  k_.eflag_atom = eflag_atom;
+  k_.vflag_atom = vflag_atom;
+  k_.vflag_global = vflag_global;
+
+  using HostVec3 = Kokkos::View<const double *[3], Kokkos::LayoutRight, Kokkos::HostSpace,
+                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Kokkos::deep_copy(Kokkos::subview(k_.d_gradient, std::make_pair(0, nedges_), Kokkos::ALL),
+                    HostVec3(result.edge_gradient.data(), nedges_));
+  if (eflag_global) eng_vdwl += result.energy;
+  if (eflag_atom) {
+    grow(k_.d_atom_energy, nlocal, "clebsch:atom_energy");
+    Kokkos::deep_copy(
+        Kokkos::subview(k_.d_atom_energy, std::make_pair(0, nlocal)),
+        Kokkos::View<const double *, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            result.atom_energy.data(), nlocal));
+    Kokkos::parallel_for(
+        "clebsch:atom_energy",
+        Kokkos::RangePolicy<DeviceType, typename Kernels::TagAtomEnergy>(0, nlocal), k_);
+  }
+  if (k_.own_ghost_tally) {
+    if (k_.d_ghost_tally.extent(0) < static_cast<size_t>(nall))
+      k_.d_ghost_tally = Kokkos::View<double **, Kokkos::LayoutRight, DeviceType>(
+          "clebsch:ghost_tally", nall + nall / 5 + 16, clebsch_pair::kGhostTallyWidth);
+    Kokkos::deep_copy(k_.d_ghost_tally, 0.0);
+  }
+
+  EV_FLOAT ev;
+  Kokkos::parallel_reduce("clebsch:tally",
+                          Kokkos::RangePolicy<DeviceType, typename Kernels::TagTally>(0, nedges_),
+                          k_, ev);
+  if (vflag_global)
+    for (int k = 0; k < 6; k++) virial[k] += ev.v[k];
+
+  if (k_.own_ghost_tally) {
+    comm_mode_ = CommMode::kGhostTally;
+    comm_kokkos(false, clebsch_pair::kGhostTallyWidth);
+    comm_mode_ = CommMode::kNone;
+  }
+  if (eflag_atom) {
+    k_eatom.template modify<DeviceType>();
+    k_eatom.sync_host();
+  }
+  if (vflag_atom) {
+    k_vatom.template modify<DeviceType>();
+    k_vatom.sync_host();
+  }
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagAtomEnergy,
+                                                                         const int i) const
+{
+  d_eatom(i) += d_atom_energy(i);
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagTally, const int e,
+                                                                         EV_FLOAT &ev) const
+{
+  const double g[3] = {d_gradient(e, 0), d_gradient(e, 1), d_gradient(e, 2)};
+  const double v[3] = {d_vector(e, 0), d_vector(e, 1), d_vector(e, 2)};
+  const int i = d_center(e);
+  const int j = owners_only ? d_neighbor(e) : d_neighbor_atom(e);
+  // Atomic: edges of other centres write the same atoms concurrently.
+  for (int c = 0; c < 3; c++) atomic_add_to(&f(i, c), g[c]);
+  const bool to_tally = own_ghost_tally && j >= nlocal;
+  if (to_tally)
+    for (int c = 0; c < 3; c++) atomic_add_to(&d_ghost_tally(j, c), -g[c]);
+  else
+    for (int c = 0; c < 3; c++) atomic_add_to(&f(j, c), -g[c]);
+  if (vflag_global || vflag_atom) {
+    double w[6];
+    clebsch_pair::edge_virial(v, g, w);
+    if (vflag_global)
+      for (int k = 0; k < 6; k++) ev.v[k] += w[k];
+    if (vflag_atom) {
+      for (int k = 0; k < 6; k++) atomic_add_to(&d_vatom(i, k), 0.5 * w[k]);
+      if (to_tally)
+        for (int k = 0; k < 6; k++) atomic_add_to(&d_ghost_tally(j, 3 + k), 0.5 * w[k]);
+      else
+        for (int k = 0; k < 6; k++) atomic_add_to(&d_vatom(j, k), 0.5 * w[k]);
+    }
+  }
+}
+
+/* ----------------------------------------------------------------------
+   per-layer exchange of node features (forward) and their gradients (reverse), and the
+   newton-off ghost tally (reverse), through LAMMPS's Kokkos pair communication
+------------------------------------------------------------------------- */
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::comm_kokkos(bool forward, int width)
+{
+  if constexpr (std::is_same_v<DeviceType, LMPDeviceType>) {
+    // On a host-only Kokkos build (OpenMP) LAMMPS hands a HostKK pair to the legacy host
+    // pack_*_comm. Present the pair as a Device pair for the duration of the call, so that the
+    // same *_comm_kokkos packing on Kokkos buffers runs as on a GPU build (and is tested here).
+    const ExecutionSpace saved = execution_space;
+    execution_space = Device;
+    if (forward)
+      comm->forward_comm(this, width);
+    else
+      comm->reverse_comm(this, width);
+    execution_space = saved;
+  } else {
+    // clebsch/kk/host on a GPU build: LAMMPS's host path, which calls the host pack_*_comm
+    // overrides below (the same kernels on host buffers).
+    if (forward)
+      comm->forward_comm(this, width);
+    else
+      comm->reverse_comm(this, width);
+  }
+}
+
+template <class DeviceType>
+template <typename T>
+void PairClebschKokkos<DeviceType>::exchange_forward_kokkos(T *rows, int width)
+{
+  const int nall = atom->nlocal + atom->nghost;
+  comm_mode_ = std::is_same_v<T, double> ? CommMode::kFeaturesDouble : CommMode::kFeaturesFloat;
+  k_.width = width;
+  if constexpr (std::is_same_v<T, double>)
+    k_.d_rows_double = typename Kernels::template Rows<double>(rows, nall, width);
+  else
+    k_.d_rows_float = typename Kernels::template Rows<float>(rows, nall, width);
+  comm_kokkos(true, width);
+  comm_mode_ = CommMode::kNone;
+}
+
+template <class DeviceType>
+template <typename T>
+void PairClebschKokkos<DeviceType>::exchange_reverse_kokkos(T *rows, int width)
+{
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  comm_mode_ = std::is_same_v<T, double> ? CommMode::kFeaturesDouble : CommMode::kFeaturesFloat;
+  k_.width = width;
+  typename Kernels::template Rows<T> view(rows, nall, width);
+  if constexpr (std::is_same_v<T, double>)
+    k_.d_rows_double = view;
+  else
+    k_.d_rows_float = view;
+  comm_kokkos(false, width);
+  comm_mode_ = CommMode::kNone;
+  Kokkos::deep_copy(Kokkos::subview(view, std::make_pair(nlocal, nall), Kokkos::ALL), T(0));
+}
+
+template <class DeviceType>
+int PairClebschKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_int_1d k_sendlist,
+                                                            DAT::tdual_double_1d &buf, int, int *)
+{
+  k_.d_sendlist = k_sendlist.template view<DeviceType>();
+  k_.d_buf = buf.template view<DeviceType>();
+  return run_pack_forward(n);
+}
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int first,
+                                                               DAT::tdual_double_1d &buf)
+{
+  k_.first = first;
+  k_.d_buf = buf.template view<DeviceType>();
+  run_unpack_forward(n);
+}
+
+template <class DeviceType>
+int PairClebschKokkos<DeviceType>::pack_reverse_comm_kokkos(int n, int first,
+                                                            DAT::tdual_double_1d &buf)
+{
+  k_.first = first;
+  k_.d_buf = buf.template view<DeviceType>();
+  return run_pack_reverse(n);
+}
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::unpack_reverse_comm_kokkos(int n, DAT::tdual_int_1d k_sendlist,
+                                                               DAT::tdual_double_1d &buf)
+{
+  k_.d_sendlist = k_sendlist.template view<DeviceType>();
+  k_.d_buf = buf.template view<DeviceType>();
+  run_unpack_reverse(n);
+}
+
+// The host path wraps LAMMPS's host buffers in unmanaged Views; only valid where the host can
+// address DeviceType's memory (the rows and tallies live there).
+#define CLEBSCH_HOST_COMM_OR_FAIL()                                        \
+  if constexpr (!kHostReadable<DeviceType>)                                \
+    error->one(                                                            \
+        FLERR,                                                             \
+        "Pair style clebsch/kk: host communication of device data is not " \
+        "supported; use 'package kokkos comm/pair/forward device comm/pair/reverse device'");
+
+template <class DeviceType>
+int PairClebschKokkos<DeviceType>::pack_forward_comm(int n, int *list, double *buf, int, int *)
+{
+  CLEBSCH_HOST_COMM_OR_FAIL()
+  k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
+  k_.d_buf = typename AT::t_double_1d_um(buf, static_cast<size_t>(n) * k_.width);
+  return run_pack_forward(n);
+}
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::unpack_forward_comm(int n, int first, double *buf)
+{
+  CLEBSCH_HOST_COMM_OR_FAIL()
+  k_.first = first;
+  k_.d_buf = typename AT::t_double_1d_um(buf, static_cast<size_t>(n) * k_.width);
+  run_unpack_forward(n);
+}
+
+template <class DeviceType>
+int PairClebschKokkos<DeviceType>::pack_reverse_comm(int n, int first, double *buf)
+{
+  CLEBSCH_HOST_COMM_OR_FAIL()
+  k_.first = first;
+  k_.d_buf = typename AT::t_double_1d_um(
+      buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth));
+  return run_pack_reverse(n);
+}
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::unpack_reverse_comm(int n, int *list, double *buf)
+{
+  CLEBSCH_HOST_COMM_OR_FAIL()
+  k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
+  k_.d_buf = typename AT::t_double_1d_um(
+      buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth));
+  run_unpack_reverse(n);
+}
+#undef CLEBSCH_HOST_COMM_OR_FAIL
+
+template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_forward(int n)
+{
+  if (comm_mode_ == CommMode::kFeaturesDouble)
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<double>>(0, n),
+        k_);
+  else
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<float>>(0, n),
+        k_);
+  return n * k_.width;
+}
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::run_unpack_forward(int n)
+{
+  if (comm_mode_ == CommMode::kFeaturesDouble)
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackForward<double>>(0, n),
+        k_);
+  else
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackForward<float>>(0, n),
+        k_);
+}
+
+template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_reverse(int n)
+{
+  if (comm_mode_ == CommMode::kGhostTally) {
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::TagPackReverseTally>(0, n), k_);
+    return n * clebsch_pair::kGhostTallyWidth;
+  }
+  if (comm_mode_ == CommMode::kFeaturesDouble)
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<double>>(0, n),
+        k_);
+  else
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<float>>(0, n),
+        k_);
+  return n * k_.width;
+}
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::run_unpack_reverse(int n)
+{
+  // Within one swap every atom appears once in the send list: no two iterations write one row.
+  if (comm_mode_ == CommMode::kGhostTally)
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::TagUnpackReverseTally>(0, n), k_);
+  else if (comm_mode_ == CommMode::kFeaturesDouble)
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackReverse<double>>(0, n),
+        k_);
+  else
+    Kokkos::parallel_for(
+        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackReverse<float>>(0, n),
+        k_);
+}
+
+template <class DeviceType>
+template <typename T>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPackForward<T>,
+                                                                         const int k) const
+{
+  const auto &r = rows<T>();
+  const int j = d_sendlist(k);
+  for (int c = 0; c < width; c++) d_buf(k * width + c) = r(j, c);
+}
+
+template <class DeviceType>
+template <typename T>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpackForward<T>,
+                                                                         const int k) const
+{
+  const auto &r = rows<T>();
+  for (int c = 0; c < width; c++) r(first + k, c) = static_cast<T>(d_buf(k * width + c));
+}
+
+template <class DeviceType>
+template <typename T>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPackReverse<T>,
+                                                                         const int k) const
+{
+  const auto &r = rows<T>();
+  for (int c = 0; c < width; c++) d_buf(k * width + c) = r(first + k, c);
+}
+
+template <class DeviceType>
+template <typename T>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpackReverse<T>,
+                                                                         const int k) const
+{
+  const auto &r = rows<T>();
+  const int j = d_sendlist(k);
+  for (int c = 0; c < width; c++) r(j, c) += static_cast<T>(d_buf(k * width + c));
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagPackReverseTally,
+                                                                         const int k) const
+{
+  constexpr int w = clebsch_pair::kGhostTallyWidth;
+  for (int c = 0; c < w; c++) d_buf(k * w + c) = d_ghost_tally(first + k, c);
+}
+
+template <class DeviceType>
+KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagUnpackReverseTally,
+                                                                         const int k) const
+{
+  constexpr int w = clebsch_pair::kGhostTallyWidth;
+  const int j = d_sendlist(k);
+  if (j >= nlocal) {
+    // A ghost that is itself sent on by an earlier swap (ghost cutoff beyond one subdomain):
+    // keep accumulating in the tally, which that swap packs next.
+    for (int c = 0; c < w; c++) d_ghost_tally(j, c) += d_buf(k * w + c);
+    return;
+  }
+  for (int c = 0; c < 3; c++) f(j, c) += d_buf(k * w + c);
+  if (vflag_atom)
+    for (int c = 0; c < 6; c++) d_vatom(j, c) += d_buf(k * w + 3 + c);
+}
+
+/* ---------------------------------------------------------------------- */
+
+template <class DeviceType> double PairClebschKokkos<DeviceType>::memory_usage()
+{
+  double bytes = PairClebsch::memory_usage();
+  auto span = [](const auto &v) {
+    return static_cast<double>(v.span() * sizeof(typename std::decay_t<decltype(v)>::value_type));
+  };
+  bytes += span(k_.d_type_to_species) + span(k_.d_cutsq) + span(k_.d_owner_of_tag);
+  bytes += span(k_.d_species) + span(k_.d_edge_offset) + span(k_.d_center);
+  bytes += span(k_.d_neighbor) + span(k_.d_neighbor_atom) + span(k_.d_vector);
+  bytes += span(k_.d_gradient) + span(k_.d_atom_energy) + span(k_.d_ghost_tally);
+  return bytes;
+}
+
+namespace LAMMPS_NS {
+template class PairClebschKokkos<LMPDeviceType>;
+#ifdef LMP_KOKKOS_GPU
+template class PairClebschKokkos<LMPHostType>;
+#endif
+}    // namespace LAMMPS_NS
