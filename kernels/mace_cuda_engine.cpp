@@ -33,6 +33,7 @@
 #include "device_array.h"
 #include "device_linear.h"
 #include "device_mlp.h"
+#include "edge_orderings.h"
 #include "error.h"
 #include "generic_kernels.h"
 #include "mace_contraction_tables.h"
@@ -379,33 +380,14 @@ void MaceCuda<T, G>::validate_vectors(std::size_t num_edges, const int* species,
 template <class T, class G>
 void MaceCuda<T, G>::build_orderings(std::size_t E, const int* center, const int* neighbor,
                                      Stream s) {
-  // Internal edge order: by centre (stable), as the host engine, so that a centre's edges are
-  // contiguous (the receiver CSR needs no order array) and sums run in the host's order.
-  std::vector<int> cptr(L_ + 1, 0), perm(E), centre(E), sender(E);
-  for (std::size_t e = 0; e < E; ++e) ++cptr[center[e] + 1];
-  for (std::size_t i = 0; i < L_; ++i) cptr[i + 1] += cptr[i];
-  {
-    std::vector<int> next(cptr.begin(), cptr.end() - 1);
-    for (std::size_t e = 0; e < E; ++e) {
-      const int q = next[center[e]]++;
-      perm[q] = static_cast<int>(e);
-      centre[q] = center[e];
-      sender[q] = neighbor[e];
-    }
-  }
-  std::vector<int> sptr(N_ + 1, 0), by_sender(E);
-  for (std::size_t q = 0; q < E; ++q) ++sptr[sender[q] + 1];
-  for (std::size_t i = 0; i < N_; ++i) sptr[i + 1] += sptr[i];
-  {
-    std::vector<int> next(sptr.begin(), sptr.end() - 1);
-    for (std::size_t q = 0; q < E; ++q) by_sender[next[sender[q]]++] = static_cast<int>(q);
-  }
-  perm_.upload(perm, s);
-  centre_.upload(centre, s);
-  sender_.upload(sender, s);
-  centre_ptr_.upload(cptr, s);
-  sender_ptr_.upload(sptr, s);
-  by_sender_.upload(by_sender, s);
+  // The host engine's edge order (by centre, stable), so that sums run in the host's order.
+  const EdgeOrderings o = order_edges_by_centre(L_, N_, E, center, neighbor);
+  perm_.upload(o.perm, s);
+  centre_.upload(o.centre, s);
+  sender_.upload(o.sender, s);
+  centre_ptr_.upload(o.centre_ptr, s);
+  sender_ptr_.upload(o.sender_ptr, s);
+  by_sender_.upload(o.by_sender, s);
   // The uploads read host vectors that die here: let them complete.
   backend_->synchronize(s);
 }

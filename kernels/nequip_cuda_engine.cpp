@@ -35,6 +35,7 @@
 #include "device_array.h"
 #include "device_linear.h"
 #include "device_mlp.h"
+#include "edge_orderings.h"
 #include "error.h"
 #include "generic_kernels.h"
 #include "nequip_cuda_source.h"
@@ -206,33 +207,14 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
 
 template <class T, class G>
 void NequipCuda<T, G>::build_orderings(const int* center, const int* neighbor, Stream s) {
-  // Internal edge order: by centre (stable), as the host engine's by_center sums, so that a
-  // centre's edges are contiguous (the receiver CSR needs no order array).
-  std::vector<int> cptr(L_ + 1, 0), perm(E_), centre(E_), sender(E_);
-  for (std::size_t e = 0; e < E_; ++e) ++cptr[center[e] + 1];
-  for (std::size_t i = 0; i < L_; ++i) cptr[i + 1] += cptr[i];
-  {
-    std::vector<int> next(cptr.begin(), cptr.end() - 1);
-    for (std::size_t e = 0; e < E_; ++e) {
-      const int q = next[center[e]]++;
-      perm[q] = static_cast<int>(e);
-      centre[q] = center[e];
-      sender[q] = neighbor[e];
-    }
-  }
-  std::vector<int> sptr(N_ + 1, 0), by_sender(E_);
-  for (std::size_t q = 0; q < E_; ++q) ++sptr[sender[q] + 1];
-  for (std::size_t i = 0; i < N_; ++i) sptr[i + 1] += sptr[i];
-  {
-    std::vector<int> next(sptr.begin(), sptr.end() - 1);
-    for (std::size_t q = 0; q < E_; ++q) by_sender[next[sender[q]]++] = static_cast<int>(q);
-  }
-  perm_.upload(perm, s);
-  centre_.upload(centre, s);
-  sender_.upload(sender, s);
-  centre_ptr_.upload(cptr, s);
-  sender_ptr_.upload(sptr, s);
-  by_sender_.upload(by_sender, s);
+  // The host engine's edge order (by centre, stable), as its by_center sums.
+  const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor);
+  perm_.upload(o.perm, s);
+  centre_.upload(o.centre, s);
+  sender_.upload(o.sender, s);
+  centre_ptr_.upload(o.centre_ptr, s);
+  sender_ptr_.upload(o.sender_ptr, s);
+  by_sender_.upload(o.by_sender, s);
   backend_->synchronize(s);  // the uploads read host vectors that die here
 }
 
