@@ -46,8 +46,13 @@ std::vector<KernelSpec> generic_kernel_specs() {
   return specs;
 }
 
-GenericKernels::GenericKernels(DeviceBackend& backend) : backend_(backend) {
+GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backend_(backend) {
   module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
+  // After load(): the backend has made its context current, which the cuBLAS handle binds to.
+  if (route == GemmRoute::kAuto)
+    dense_ = DenseGemm::create(backend_, &gemm_route_);
+  else
+    gemm_route_ = "generic GEMM kernel (requested)";
 }
 
 const DeviceKernel& GenericKernels::k(const std::string& base, DType t) const {
@@ -58,6 +63,8 @@ const DeviceKernel& GenericKernels::k2(const std::string& base, DType tx, DType 
 }
 
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
+  if (dense_)
+    if (const std::optional<CublasGemmPlan> p = plan_cublas_gemm(a)) return dense_->run(t, *p, s);
   backend_.launch(k("gemm", t), grid_for(a.batch * a.m * a.n), s, a);
 }
 void GenericKernels::fill(DType t, void* x, long long n, double value, Stream s) const {

@@ -6,16 +6,19 @@
 // (e3nn o3.Linear per instruction and m, species-selected maps, MLP layers) through one strided
 // GEMM, activations, row gathers/scatters with type conversion, CSR segment sums, row scaling.
 //
-// GEMM choice: our own kernel, not cuBLAS. It must run in the emulated backend (CI has no GPU),
+// GEMM: our own kernel for the general case. It must run in the emulated backend (CI has no GPU),
 // take per-row weight selection (species-dependent linears without a batch per species) and
 // arbitrary element strides (mul_ir blocks of e3nn linears), and keep libclebsch_cuda free of
 // load-time CUDA dependencies. It is one output element per thread, in the network precision
-// (float32 never goes through TF32, so the model-spec tolerances hold); a tiled or tensor-core
-// variant can replace it behind the same GemmArgs without touching the engines.
+// (float32 never goes through TF32, so the model-spec tolerances hold). On the CUDA backend,
+// gemm() sends plain dense GEMMs (radial MLPs, l = 0 blocks of linears) to cuBLAS, loaded at run
+// time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the kernel); the
+// engines see one GemmArgs interface either way.
 #pragma once
 
 #include <memory>
 
+#include "dense_gemm.h"
 #include "device_args.h"
 #include "device_backend.h"
 #include "tp_problem.h"
@@ -45,10 +48,21 @@ std::vector<KernelSpec> generic_kernel_specs();
 /// Host entry points of the generic kernels. Every call is asynchronous on @p stream.
 class GenericKernels {
  public:
-  /// Builds (compiles or reads the cache) and loads the generic module on @p backend.
-  explicit GenericKernels(DeviceBackend& backend);
+  /// Which implementation gemm() may use for plain dense GEMMs.
+  enum class GemmRoute {
+    kAuto,     ///< cuBLAS where DenseGemm::create gives one (CUDA backend, library loads)
+    kGeneric,  ///< always the generic kernel (tests comparing the two routes)
+  };
+  /// Builds (compiles or reads the cache) and loads the generic module on @p backend, and with
+  /// kAuto opens cuBLAS for it (see dense_gemm.h).
+  explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
 
+  /// cuBLAS when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
+  /// generic kernel.
   void gemm(DType t, const GemmArgs& a, Stream s) const;
+  /// true when plain dense GEMMs go to cuBLAS; gemm_route() says why or why not.
+  bool uses_cublas() const { return dense_ != nullptr; }
+  const std::string& gemm_route() const { return gemm_route_; }
   void fill(DType t, void* x, long long n, double value, Stream s) const;
   void axpby(DType tx, DType ty, const AxpbyArgs& a, Stream s) const;
   void act_forward(DType t, const ActArgs& a, Stream s) const;
@@ -70,6 +84,8 @@ class GenericKernels {
   const DeviceKernel& k2(const std::string& base, DType tx, DType ty) const;
   DeviceBackend& backend_;
   std::unique_ptr<DeviceModule> module_;
+  std::unique_ptr<DenseGemm> dense_;  // null: every GEMM on the generic kernel
+  std::string gemm_route_;
 };
 
 }  // namespace clebsch::cuda
