@@ -4,82 +4,14 @@
 #include "mace_cuda_source.h"
 
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
-#include "clebsch_gordan.h"
+#include "device_source_tables.h"
 #include "error.h"
 #include "generic_kernels.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
-namespace {
-
-std::string lit(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string array(const std::string& type, const std::string& name,
-                  const std::vector<double>& v) {
-  std::ostringstream o;
-  o << "__device__ const " << type << " " << name << "[" << std::max<std::size_t>(v.size(), 1)
-    << "] = {";
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << lit(v[i]);
-  if (v.empty()) o << "0.0";
-  o << "};\n";
-  return o.str();
-}
-
-std::string int_array(const std::string& name, const std::vector<int>& v) {
-  std::ostringstream o;
-  o << "__device__ const int " << name << "[" << std::max<std::size_t>(v.size(), 1) << "] = {";
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-  if (v.empty()) o << "0";
-  o << "};\n";
-  return o.str();
-}
-
-// The harmonics recursion of src/spherical_harmonics.cpp: terms[l] builds Y_{l+1} from Y_l,
-// k-major, with c = c_l sqrt(3) C^{l,1,l+1}[i][j][k] and c_l fixed at the pole.
-std::string sh_table(int lmax) {
-  std::vector<int> begin(std::max(lmax, 1) + 1, 0), K, I, J;
-  std::vector<double> C;
-  const double sqrt3 = std::sqrt(3.0);
-  std::vector<double> pole = {1.0};
-  for (int l = 0; l < std::max(lmax, 1); ++l) {
-    begin[l] = static_cast<int>(K.size());
-    const std::vector<double>& w = wigner_3j(l, 1, l + 1);
-    const int d1 = 2 * l + 1, d3 = 2 * l + 3;
-    std::vector<double> next(d3, 0.0);
-    for (int i = 0; i < d1; ++i)
-      for (int k = 0; k < d3; ++k) next[k] += w[(i * 3 + 1) * d3 + k] * pole[i] * sqrt3;
-    double norm2 = 0;
-    for (double x : next) norm2 += x * x;
-    const double c_l = std::sqrt((2 * l + 3) / norm2);
-    for (auto& x : next) x *= c_l;
-    pole = next;
-    if (l >= 1)
-      for (int k = 0; k < d3; ++k)
-        for (int i = 0; i < d1; ++i)
-          for (int j = 0; j < 3; ++j) {
-            const double c = w[(i * 3 + j) * d3 + k];
-            if (c != 0) {
-              K.push_back(k), I.push_back(i), J.push_back(j);
-              C.push_back(c_l * sqrt3 * c);
-            }
-          }
-  }
-  begin[std::max(lmax, 1)] = static_cast<int>(K.size());
-  return int_array("kShTermBegin", begin) + int_array("kShTermK", K) + int_array("kShTermI", I) +
-         int_array("kShTermJ", J) + array("double", "kShTermC", C);
-}
-
-}  // namespace
-
 std::string mace_kernels_source(const model::Model& model, Precision precision, int max_d) {
   if (!model.mace) throw ModelFormatError("mace_kernels_source: not a MACE model");
   const model::Mace& m = *model.mace;
@@ -95,24 +27,24 @@ std::string mace_kernels_source(const model::Model& model, Precision precision, 
   o << "#define MACE_APPLY_CUTOFF " << (m.radial.apply_cutoff ? 1 : 0) << "\n";
   o << "#define MACE_TRANSFORM " << (m.radial.agnesi ? 1 : m.radial.soft ? 2 : 0) << "\n";
   o << "#define MACE_ZBL " << (m.pair_repulsion ? 1 : 0) << "\n";
-  o << sh_table(lmax);
-  o << array("double", "kBesselW", m.radial.bessel_weights);
-  o << "__device__ const double kPrefactor = " << lit(m.radial.prefactor) << ";\n";
-  o << "__device__ const double kRMax = " << lit(m.radial.r_max) << ";\n";
-  o << "__device__ const double kCutP = " << lit(m.radial.cutoff_p) << ";\n";
+  o << sh_recursion_table(lmax);
+  o << device_double_array("kBesselW", m.radial.bessel_weights);
+  o << "__device__ const double kPrefactor = " << double_literal(m.radial.prefactor) << ";\n";
+  o << "__device__ const double kRMax = " << double_literal(m.radial.r_max) << ";\n";
+  o << "__device__ const double kCutP = " << double_literal(m.radial.cutoff_p) << ";\n";
   if (m.radial.agnesi) {
     const auto& a = *m.radial.agnesi;
     std::vector<double> r0(static_cast<std::size_t>(S) * S);
     for (int u = 0; u < S; ++u)
       for (int v = 0; v < S; ++v)
         r0[u * S + v] = 0.5 * (a.covalent_radii.at(u) + a.covalent_radii.at(v));
-    o << "__device__ const double kAgQ = " << lit(a.q) << ", kAgP = " << lit(a.p)
-      << ", kAgA = " << lit(a.a) << ";\n"
-      << array("double", "kAgR0", r0);
+    o << "__device__ const double kAgQ = " << double_literal(a.q)
+      << ", kAgP = " << double_literal(a.p) << ", kAgA = " << double_literal(a.a) << ";\n"
+      << device_double_array("kAgR0", r0);
   }
   if (m.radial.soft) {
-    o << "__device__ const double kSoftAlpha = " << lit(m.radial.soft->alpha) << ";\n"
-      << array("double", "kSoftRadii", m.radial.soft->covalent_radii);
+    o << "__device__ const double kSoftAlpha = " << double_literal(m.radial.soft->alpha) << ";\n"
+      << device_double_array("kSoftRadii", m.radial.soft->covalent_radii);
   }
   if (m.pair_repulsion) {
     const auto& z = *m.pair_repulsion;
@@ -124,11 +56,11 @@ std::string mace_kernels_source(const model::Model& model, Precision precision, 
         ZZ.push_back(0.5 * z.coulomb * zi * zj);
         RC.push_back(z.covalent_radii.at(i) + z.covalent_radii.at(j));
       }
-    o << array("double", "kZblA", A) << array("double", "kZblZZ", ZZ)
-      << array("double", "kZblRc", RC)
-      << array("double", "kZblC", std::vector<double>(z.c.begin(), z.c.end()))
-      << array("double", "kZblE", std::vector<double>(z.exponents.begin(), z.exponents.end()))
-      << "__device__ const double kZblP = " << lit(z.p) << ";\n";
+    o << device_double_array("kZblA", A) << device_double_array("kZblZZ", ZZ)
+      << device_double_array("kZblRc", RC)
+      << device_double_array("kZblC", std::vector<double>(z.c.begin(), z.c.end()))
+      << device_double_array("kZblE", std::vector<double>(z.exponents.begin(), z.exponents.end()))
+      << "__device__ const double kZblP = " << double_literal(z.p) << ";\n";
   }
   return generic_kernels_source() + templates::k_mace_device_args + o.str() +
          templates::k_mace_kernels;

@@ -7,81 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <sstream>
 
-#include "clebsch_gordan.h"
+#include "device_source_tables.h"
 #include "error.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
-namespace {
-
-std::string lit(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  std::string s = buf;
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string array(const std::string& name, const std::vector<double>& v) {
-  std::ostringstream o;
-  o << "__device__ const double " << name << "[" << std::max<std::size_t>(v.size(), 1) << "] = {";
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << lit(v[i]);
-  if (v.empty()) o << "0.0";
-  o << "};\n";
-  return o.str();
-}
-
-std::string int_array(const std::string& name, const std::vector<int>& v) {
-  std::ostringstream o;
-  o << "__device__ const int " << name << "[" << std::max<std::size_t>(v.size(), 1) << "] = {";
-  for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-  if (v.empty()) o << "0";
-  o << "};\n";
-  return o.str();
-}
-
-// The harmonics recursion of src/spherical_harmonics.cpp: terms[l] builds Y_{l+1} from Y_l,
-// k-major, with c = c_l sqrt(3) C^{l,1,l+1}[i][j][k] and c_l fixed at the pole (the same table
-// as the MACE module's).
-std::string sh_table(int lmax) {
-  const int top = std::max(lmax, 1);
-  std::vector<int> begin(top + 1, 0), K, I, J;
-  std::vector<double> C;
-  const double sqrt3 = std::sqrt(3.0);
-  std::vector<double> pole = {1.0};
-  for (int l = 0; l < top; ++l) {
-    begin[l] = static_cast<int>(K.size());
-    const std::vector<double>& w = wigner_3j(l, 1, l + 1);
-    const int d1 = 2 * l + 1, d3 = 2 * l + 3;
-    std::vector<double> next(d3, 0.0);
-    for (int i = 0; i < d1; ++i)
-      for (int k = 0; k < d3; ++k) next[k] += w[(i * 3 + 1) * d3 + k] * pole[i] * sqrt3;
-    double norm2 = 0;
-    for (double x : next) norm2 += x * x;
-    const double c_l = std::sqrt((2 * l + 3) / norm2);
-    for (auto& x : next) x *= c_l;
-    pole = next;
-    if (l >= 1)
-      for (int k = 0; k < d3; ++k)
-        for (int i = 0; i < d1; ++i)
-          for (int j = 0; j < 3; ++j) {
-            const double c = w[(i * 3 + j) * d3 + k];
-            if (c != 0) {
-              K.push_back(k), I.push_back(i), J.push_back(j);
-              C.push_back(c_l * sqrt3 * c);
-            }
-          }
-  }
-  begin[top] = static_cast<int>(K.size());
-  return int_array("kShTermBegin", begin) + int_array("kShTermK", K) + int_array("kShTermI", I) +
-         int_array("kShTermJ", J) + array("kShTermC", C);
-}
-
-}  // namespace
-
 std::string nequip_kernels_source(const model::Model& model, Precision precision) {
   if (!model.nequip) throw ModelFormatError("nequip_kernels_source: not a NequIP model");
   const model::Nequip& m = *model.nequip;
@@ -99,11 +31,11 @@ std::string nequip_kernels_source(const model::Model& model, Precision precision
   o << "#define NQ_LMAX " << lmax << "\n#define NQ_NSH " << (lmax + 1) * (lmax + 1)
     << "\n#define NQ_NB " << m.radial.num_basis << "\n#define NQ_NS " << S << "\n";
   o << "#define NQ_ZBL " << (m.pair_potential ? 1 : 0) << "\n";
-  o << sh_table(lmax);
-  o << array("kBesselW", m.radial.bessel_weights);
-  o << "__device__ const double kFactor = " << lit(m.radial.factor) << ";\n";
-  o << "__device__ const double kCutP = " << lit(m.radial.cutoff_p) << ";\n";
-  o << array("kRmaxRecip", m.radial.rmax_recip);
+  o << sh_recursion_table(lmax);
+  o << device_double_array("kBesselW", m.radial.bessel_weights);
+  o << "__device__ const double kFactor = " << double_literal(m.radial.factor) << ";\n";
+  o << "__device__ const double kCutP = " << double_literal(m.radial.cutoff_p) << ";\n";
+  o << device_double_array("kRmaxRecip", m.radial.rmax_recip);
   if (m.pair_potential) {
     const model::NequipZbl& z = *m.pair_potential;
     if (z.atomic_numbers.size() != static_cast<std::size_t>(S))
@@ -117,11 +49,11 @@ std::string nequip_kernels_source(const model::Model& model, Precision precision
         screen.push_back((std::pow(za, z.pzbl) + std::pow(zb, z.pzbl)) / z.a0);
         zz.push_back(za * zb);
       }
-    o << array("kZblScreen", screen) << array("kZblZZ", zz)
-      << array("kZblC", std::vector<double>(z.c.begin(), z.c.end()))
-      << array("kZblD", std::vector<double>(z.d.begin(), z.d.end()))
-      << "__device__ const double kZblQQ = " << lit(z.qqr2exesquare) << ";\n"
-      << "__device__ const double kZblP = " << lit(z.cutoff_p) << ";\n";
+    o << device_double_array("kZblScreen", screen) << device_double_array("kZblZZ", zz)
+      << device_double_array("kZblC", std::vector<double>(z.c.begin(), z.c.end()))
+      << device_double_array("kZblD", std::vector<double>(z.d.begin(), z.d.end()))
+      << "__device__ const double kZblQQ = " << double_literal(z.qqr2exesquare) << ";\n"
+      << "__device__ const double kZblP = " << double_literal(z.cutoff_p) << ";\n";
   }
   return std::string("// Clebsch NequIP kernels\n") + templates::k_device_args +
          templates::k_nequip_device_args + o.str() + templates::k_nequip_kernels;
