@@ -19,8 +19,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -29,6 +27,7 @@
 
 #include "engine.h"
 #include "error.h"
+#include "exported_golden.h"
 #include "mace_engine.h"
 #include "mace_kernels.h"
 #include "model.h"
@@ -38,122 +37,23 @@
 namespace clebsch {
 namespace {
 
-using Vec = std::vector<double>;
+using test::compare_to_golden;
+using test::golden_cases;
+using test::GoldenCase;
+using test::GoldenErrors;
+using test::GoldenStructure;
+using test::max_abs;
 
-std::string models_dir() {
-  if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
-#ifdef CLEBSCH_EXPORTED_MODELS_DIR
-  return CLEBSCH_EXPORTED_MODELS_DIR;
-#else
-  // <build>/unittest/reference -> <build>/unittest/models (the reference directory may not exist).
-  const std::string ref = CLEBSCH_REFERENCE_DIR;
-  return ref.substr(0, ref.find_last_of('/')) + "/models";
-#endif
-}
-
-struct Case {
-  std::string name, model_path, golden_path;
-};
-
-std::vector<Case> mace_cases() {
-  const std::string dir = models_dir();
-  std::ifstream in(dir + "/models.json");
-  if (!in) {
-    ADD_FAILURE() << dir << "/models.json is missing: run unittest/reference/"
-                  << "make_exported_models.py (ctest does it through the exported_models fixture)";
-    return {};
-  }
-  const nlohmann::json index = nlohmann::json::parse(in);
-  std::vector<Case> out;
-  for (const auto& m : index.at("models"))
-    if (m.at("arch") == "mace" && !m.at("golden").is_null())
-      out.push_back({m.at("name").get<std::string>(), dir + "/" + m.at("file").get<std::string>(),
-                     dir + "/" + m.at("golden").get<std::string>()});
-  EXPECT_FALSE(out.empty()) << "models.json lists no MACE model with golden data";
+// The golden structures in the engine's edge convention: MACE stores centre minus neighbour
+// image, the engine wants neighbour minus centre.
+std::vector<GoldenStructure> mace_structures(const SafetensorsFile& golden) {
+  std::vector<GoldenStructure> out = test::golden_structures(golden);
+  for (GoldenStructure& s : out)
+    for (double& x : s.vectors) x = -x;
   return out;
 }
 
-struct Structure {
-  std::string name;
-  std::size_t n_atoms = 0, n_edges = 0;
-  std::vector<int> species, center, neighbor;
-  Vec vectors, energy, node_energy, forces, virial;
-};
-
-std::vector<int> to_int(const Vec& v) {
-  std::vector<int> out;
-  for (double x : v) out.push_back(static_cast<int>(std::lround(x)));
-  return out;
-}
-
-std::vector<Structure> golden_structures(const SafetensorsFile& golden) {
-  const nlohmann::json gj = nlohmann::json::parse(golden.metadata("golden_json"));
-  std::vector<Structure> out;
-  for (const auto& s : gj.at("structures")) {
-    Structure st;
-    st.name = s.at("name").get<std::string>();
-    st.n_atoms = s.at("n_atoms").get<std::size_t>();
-    st.n_edges = s.at("n_edges").get<std::size_t>();
-    const auto N = static_cast<std::int64_t>(st.n_atoms), E = static_cast<std::int64_t>(st.n_edges);
-    const auto t = [&](const std::string& key, std::vector<std::int64_t> shape) {
-      return golden.to_double(st.name + "." + key, shape);
-    };
-    st.species = to_int(t("species", {N}));
-    st.center = to_int(t("edge_centre", {E}));
-    st.neighbor = to_int(t("edge_neighbour", {E}));
-    // MACE's convention (centre minus neighbour image) -> the engine's (neighbour minus centre).
-    st.vectors = t("edge_vectors", {E, 3});
-    for (double& x : st.vectors) x = -x;
-    st.energy = t("energy", {1});
-    st.node_energy = t("node_energy", {N});
-    st.forces = t("forces", {N, 3});
-    st.virial = t("virial", {3, 3});
-    out.push_back(std::move(st));
-  }
-  return out;
-}
-
-double max_abs(const Vec& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
-
-struct Errors {
-  double energy_rel = 0, node_energy = 0, force = 0, virial = 0;
-};
-
-Errors compare(Engine& engine, const Structure& s) {
-  AtomGraph g;
-  g.num_local = g.num_nodes = s.n_atoms;
-  g.species = s.species.data();
-  g.num_edges = s.n_edges;
-  g.center = s.center.data();
-  g.neighbor = s.neighbor.data();
-  g.vector = s.vectors.data();
-  EngineResult r;
-  engine.compute(g, r, nullptr);
-  Errors e;
-  e.energy_rel = std::abs(r.energy - s.energy[0]) / std::abs(s.energy[0]);
-  for (std::size_t i = 0; i < s.n_atoms; ++i)
-    e.node_energy = std::max(e.node_energy, std::abs(r.atom_energy[i] - s.node_energy[i]));
-  Vec f(3 * s.n_atoms, 0.0);
-  double G[3][3] = {};
-  for (std::size_t k = 0; k < s.n_edges; ++k)
-    for (int a = 0; a < 3; ++a) {
-      f[3 * s.center[k] + a] += r.edge_gradient[3 * k + a];
-      f[3 * s.neighbor[k] + a] -= r.edge_gradient[3 * k + a];
-      for (int b = 0; b < 3; ++b) G[a][b] += s.vectors[3 * k + a] * r.edge_gradient[3 * k + b];
-    }
-  for (std::size_t q = 0; q < f.size(); ++q)
-    e.force = std::max(e.force, std::abs(f[q] - s.forces[q]));
-  for (int a = 0; a < 3; ++a)
-    for (int b = 0; b < 3; ++b)
-      e.virial = std::max(e.virial, std::abs(-0.5 * (G[a][b] + G[b][a]) - s.virial[3 * a + b]));
-  return e;
-}
-
-void check_float64(const Errors& e, const Structure& s) {
+void check_float64(const GoldenErrors& e, const GoldenStructure& s) {
   EXPECT_LE(e.energy_rel, 1e-12);
   EXPECT_LE(e.node_energy, 1e-12 * std::max(1.0, max_abs(s.node_energy)));
   EXPECT_LE(e.force, 1e-10 * std::max(1.0, max_abs(s.forces)));
@@ -161,16 +61,16 @@ void check_float64(const Errors& e, const Structure& s) {
 }
 
 TEST(MaceGolden, Float64MatchesMaceTorch) {
-  for (const Case& c : mace_cases()) {
+  for (const GoldenCase& c : golden_cases("mace", "MACE")) {
     SCOPED_TRACE(c.name);
     const model::Model m = read_model(c.model_path);
     const SafetensorsFile golden = SafetensorsFile::read(c.golden_path);
     const nlohmann::json gj = nlohmann::json::parse(golden.metadata("golden_json"));
     EXPECT_EQ(gj.at("model_sha256").get<std::string>(), m.source_sha256);
     MaceEngine engine(m, Precision::kFloat64);
-    for (const Structure& s : golden_structures(golden)) {
+    for (const GoldenStructure& s : mace_structures(golden)) {
       SCOPED_TRACE(s.name);
-      const Errors e = compare(engine, s);
+      const GoldenErrors e = compare_to_golden(engine, s);
       std::cout << "  [fp64] " << c.name << "/" << s.name << ": |dE|/|E| " << e.energy_rel
                 << ", max|de_i| " << e.node_energy << " eV, max|dF| " << e.force
                 << " eV/A, max|dW| " << e.virial << " eV  (E = " << s.energy[0]
@@ -184,11 +84,11 @@ TEST(MaceGolden, Float64MatchesMaceTorch) {
 TEST(MaceGolden, Float64MatchesOnEveryPathAndInstructionSet) {
   using mace_detail::Simd;
   const Simd saved = mace_detail::simd_level();
-  for (const Case& c : mace_cases()) {
+  for (const GoldenCase& c : golden_cases("mace", "MACE")) {
     SCOPED_TRACE(c.name);
     const model::Model m = read_model(c.model_path);
     const SafetensorsFile golden = SafetensorsFile::read(c.golden_path);
-    const std::vector<Structure> structures = golden_structures(golden);
+    const std::vector<GoldenStructure> structures = mace_structures(golden);
     for (Simd simd : {Simd::kBaseline, Simd::kAvx2, Simd::kAvx512}) {
       if (static_cast<int>(simd) > static_cast<int>(saved)) continue;  // not on this CPU
       mace_detail::set_simd_level(simd);
@@ -197,9 +97,9 @@ TEST(MaceGolden, Float64MatchesOnEveryPathAndInstructionSet) {
         MaceEngineOptions options;
         options.fuse_last_layer = fuse;
         MaceEngine engine(m, Precision::kFloat64, options);
-        for (const Structure& s : structures) {
+        for (const GoldenStructure& s : structures) {
           SCOPED_TRACE(s.name);
-          check_float64(compare(engine, s), s);
+          check_float64(compare_to_golden(engine, s), s);
         }
       }
     }
@@ -208,15 +108,15 @@ TEST(MaceGolden, Float64MatchesOnEveryPathAndInstructionSet) {
 }
 
 TEST(MaceGolden, Float32AndMixedStayWithinSpecTolerances) {
-  for (const Case& c : mace_cases()) {
+  for (const GoldenCase& c : golden_cases("mace", "MACE")) {
     SCOPED_TRACE(c.name);
     const model::Model m = read_model(c.model_path);
     const SafetensorsFile golden = SafetensorsFile::read(c.golden_path);
     for (Precision p : {Precision::kMixed, Precision::kFloat32}) {
       MaceEngine engine(m, p);
-      for (const Structure& s : golden_structures(golden)) {
+      for (const GoldenStructure& s : mace_structures(golden)) {
         SCOPED_TRACE(s.name + " " + to_string(p));
-        const Errors e = compare(engine, s);
+        const GoldenErrors e = compare_to_golden(engine, s);
         const double per_atom = e.energy_rel * std::abs(s.energy[0]) / s.n_atoms;
         std::cout << "  [" << to_string(p) << "] " << c.name << "/" << s.name << ": |dE|/atom "
                   << per_atom << " eV, max|de_i| " << e.node_energy << " eV, max|dF| " << e.force
