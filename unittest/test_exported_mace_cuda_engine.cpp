@@ -32,11 +32,13 @@
 #include "mace_engine.h"
 #include "model.h"
 #include "model_reader.h"
+#include "owner_map_exchange.h"
 
 namespace clebsch::cuda {
 namespace {
 
 using Vec = std::vector<double>;
+using test::OwnerMapExchange;
 
 std::string models_dir() {
   if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
@@ -247,37 +249,6 @@ TEST(MaceCudaEngine, DeterministicModeIsBitwiseReproducibleAndAtomicModeAgrees) 
     }
 }
 
-// One rank: ghost rows are copies of local rows given by an owner map.
-class OwnerMapExchange : public GhostExchange {
- public:
-  OwnerMapExchange(std::size_t num_local, std::vector<int> owner)
-      : num_local_(num_local), owner_(std::move(owner)) {}
-  void forward(double* f, int w) override { fwd(f, w); }
-  void forward(float* f, int w) override { fwd(f, w); }
-  void reverse(double* g, int w) override { rev(g, w); }
-  void reverse(float* g, int w) override { rev(g, w); }
-  int forward_calls = 0, reverse_calls = 0;
-
- private:
-  template <class T>
-  void fwd(T* f, int w) {
-    ++forward_calls;
-    for (std::size_t g = 0; g < owner_.size(); ++g)
-      std::copy_n(f + static_cast<std::size_t>(owner_[g]) * w, w, f + (num_local_ + g) * w);
-  }
-  template <class T>
-  void rev(T* x, int w) {
-    ++reverse_calls;
-    for (std::size_t g = 0; g < owner_.size(); ++g) {
-      T* ghost = x + (num_local_ + g) * w;
-      T* own = x + static_cast<std::size_t>(owner_[g]) * w;
-      for (int k = 0; k < w; ++k) own[k] += ghost[k];
-      std::fill_n(ghost, w, T(0));
-    }
-  }
-  std::size_t num_local_;
-  std::vector<int> owner_;
-};
 
 TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
   for (const Case& c : mace_cases()) {

@@ -35,12 +35,14 @@
 #include "nequip_cuda_source.h"
 #include "nequip_engine.h"
 #include "nvrtc_module.h"
+#include "owner_map_exchange.h"
 #include "safetensors.h"
 
 namespace clebsch::cuda {
 namespace {
 
 using Vec = std::vector<double>;
+using test::OwnerMapExchange;
 
 // ---------------------------------------------------------------------------------------------
 // Graphs
@@ -133,37 +135,6 @@ Graph periodic_graph(const Engine& engine, int num_atoms) {
   return g;
 }
 
-/// One rank whose ghosts are copies of its own atoms.
-class CopyExchange : public GhostExchange {
- public:
-  CopyExchange(std::size_t num_local, std::vector<int> owner)
-      : num_local_(num_local), owner_(std::move(owner)) {}
-  void forward(double* f, int width) override { fwd(f, width); }
-  void forward(float* f, int width) override { fwd(f, width); }
-  void reverse(double* g, int width) override { rev(g, width); }
-  void reverse(float* g, int width) override { rev(g, width); }
-  int forward_calls = 0, reverse_calls = 0;
-
- private:
-  template <class T>
-  void fwd(T* f, int width) {
-    ++forward_calls;
-    for (std::size_t k = 0; k < owner_.size(); ++k)
-      std::copy_n(f + static_cast<std::size_t>(owner_[k]) * width, width,
-                  f + (num_local_ + k) * width);
-  }
-  template <class T>
-  void rev(T* g, int width) {
-    ++reverse_calls;
-    for (std::size_t k = 0; k < owner_.size(); ++k)
-      for (int q = 0; q < width; ++q) {
-        g[static_cast<std::size_t>(owner_[k]) * width + q] += g[(num_local_ + k) * width + q];
-        g[(num_local_ + k) * width + q] = 0;
-      }
-  }
-  std::size_t num_local_;
-  std::vector<int> owner_;
-};
 
 /// The same edges, but every neighbour reached through a periodic shift becomes a ghost node.
 Graph with_image_ghosts(const Graph& g, std::vector<int>& owner) {
@@ -330,7 +301,7 @@ TEST_P(NequipCuda, GhostModeEqualsTheGhostFreeHostResult) {
     std::vector<int> owner;
     const Graph gg = with_image_ghosts(g, owner);
     ASSERT_GT(owner.size(), 0u);
-    CopyExchange exchange(g.num_local, owner);
+    OwnerMapExchange exchange(g.num_local, owner);
     expect_close(run(*dev, gg, &exchange), run(host, g), p, "cuau-nequip/periodic ghosts");
     EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
     EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
@@ -341,7 +312,7 @@ TEST_P(NequipCuda, GhostModeEqualsTheGhostFreeHostResult) {
 TEST_P(NequipCuda, RankWithoutAtomsStillTakesPartInExchanges) {
   const model::Model m = read_model(bundled_path());
   auto dev = engine(m, Precision::kFloat64);
-  CopyExchange exchange(0, {});
+  OwnerMapExchange exchange(0, {});
   Graph empty;
   const EngineResult r = run(*dev, empty, &exchange);
   EXPECT_EQ(r.energy, 0.0);

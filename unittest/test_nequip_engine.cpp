@@ -34,6 +34,7 @@
 #include "gate.h"
 #include "model.h"
 #include "nequip_engine.h"
+#include "owner_map_exchange.h"
 #include "tensor_product.h"
 #include "wigner_d.h"
 
@@ -41,6 +42,7 @@ namespace clebsch {
 namespace {
 
 using Vec = std::vector<double>;
+using test::OwnerMapExchange;
 
 // ---------------------------------------------------------------------------------------------
 // A synthetic NequIP model
@@ -710,39 +712,6 @@ TEST_P(NequipEngineModel, PeriodicSelfImagesOfOneAtom) {
 // Ghosts
 // ---------------------------------------------------------------------------------------------
 
-/// One rank whose ghosts are copies of its own atoms.
-class CopyExchange : public GhostExchange {
- public:
-  CopyExchange(std::size_t num_local, std::vector<int> owner)
-      : num_local_(num_local), owner_(std::move(owner)) {}
-  void forward(double* f, int width) override { fwd(f, width); }
-  void forward(float* f, int width) override { fwd(f, width); }
-  void reverse(double* g, int width) override { rev(g, width); }
-  void reverse(float* g, int width) override { rev(g, width); }
-  int forward_calls = 0, reverse_calls = 0, max_width = 0;
-
- private:
-  template <class T>
-  void fwd(T* f, int width) {
-    ++forward_calls;
-    max_width = std::max(max_width, width);
-    for (std::size_t k = 0; k < owner_.size(); ++k)
-      std::copy_n(f + static_cast<std::size_t>(owner_[k]) * width, width,
-                  f + (num_local_ + k) * width);
-  }
-  template <class T>
-  void rev(T* g, int width) {
-    ++reverse_calls;
-    max_width = std::max(max_width, width);
-    for (std::size_t k = 0; k < owner_.size(); ++k)
-      for (int q = 0; q < width; ++q) {
-        g[static_cast<std::size_t>(owner_[k]) * width + q] += g[(num_local_ + k) * width + q];
-        g[(num_local_ + k) * width + q] = 0;
-      }
-  }
-  std::size_t num_local_;
-  std::vector<int> owner_;
-};
 
 /// The same edges, but every neighbour reached through a periodic shift becomes a ghost node.
 Graph with_image_ghosts(const Graph& g, std::vector<int>& owner) {
@@ -774,7 +743,7 @@ TEST_P(NequipEngineModel, GhostModeEqualsGhostFreeGraph) {
     std::vector<int> owner;
     const Graph gg = with_image_ghosts(g, owner);
     ASSERT_GT(owner.size(), 0u);
-    CopyExchange exchange(g.num_local, owner);
+    OwnerMapExchange exchange(g.num_local, owner);
     const Evaluation ref = evaluate(engine, g);
     const Evaluation gh = evaluate(engine, gg, &exchange);
     EXPECT_EQ(exchange.forward_calls, engine.num_layers() - 1);
@@ -942,7 +911,7 @@ TEST(NequipEngine, RankWithoutLocalAtomsStillTakesPartInExchanges) {
   g.num_local = 0;
   g.num_nodes = 2;
   g.species = {0, 1};
-  CopyExchange exchange(0, {});
+  OwnerMapExchange exchange(0, {});
   EngineResult r;
   engine.compute(g.view(), r, &exchange);
   EXPECT_EQ(r.energy, 0.0);
