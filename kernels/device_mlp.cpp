@@ -49,12 +49,15 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
     }
     L.z = DeviceArray<T>(backend);
     L.a = DeviceArray<T>(backend);
-    max_width_ = std::max(max_width_, L.h_out);
     prev = src.h_out;
     layers_.push_back(std::move(L));
   }
   dim_out_ = prev;
-  max_width_ = std::max(max_width_, dim_in_);
+  // The backward's intermediate gradients are the inputs of layers 1..n-1 (the hidden widths);
+  // the first layer's goes to the caller's gx and the output width is never stored here: for
+  // MACE's radial MLP that width (thousands of weights per edge) would dominate device memory.
+  for (std::size_t l = 1; l < layers_.size(); ++l)
+    max_hidden_ = std::max(max_hidden_, layers_[l].h_in);
 }
 
 template <class T>
@@ -64,7 +67,8 @@ void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x,
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const bool last = l + 1 == layers_.size();
-    L.z.resize(rows * L.h_out);
+    // Pre-activations are kept for the backward only where there is an activation.
+    if (L.has_act) L.z.resize(rows * L.h_out);
     T* out = last ? y : (L.a.resize(rows * L.h_out), L.a.data());
     // Without an activation the GEMM writes the output directly (plus bias in place).
     T* z = L.has_act ? L.z.data() : out;
@@ -82,8 +86,8 @@ void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x,
 
 template <class T>
 void DeviceMlp<T>::backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s) {
-  g0_.resize(rows * max_width_);
-  g1_.resize(rows * max_width_);
+  g0_.resize(rows * max_hidden_);
+  g1_.resize(rows * max_hidden_);
   T* g = gy;
   T* bufs[2] = {g0_.data(), g1_.data()};
   for (std::size_t l = layers_.size(); l-- > 0;) {

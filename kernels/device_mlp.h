@@ -42,7 +42,7 @@ class DeviceMlp {
   };
   std::vector<Layer> layers_;
   DeviceArray<T> g0_, g1_;  // backward ping-pong
-  int dim_in_ = 0, dim_out_ = 0, max_width_ = 0;
+  int dim_in_ = 0, dim_out_ = 0, max_hidden_ = 0;
 };
 
 }  // namespace clebsch::cuda
