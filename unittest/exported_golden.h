@@ -4,10 +4,8 @@
 // suites: the models of one architecture that the CTest fixture `exported_models`
 // (unittest/reference/make_exported_models.py) lists in models.json with a golden file, each
 // golden structure as the edge list and reference values the exporter stored, and the errors of
-// an engine evaluated on that edge list. The directory of models.json is $CLEBSCH_MODELS_DIR, else
-// the macro CLEBSCH_EXPORTED_MODELS_DIR (set by the exported-models block of
-// unittest/CMakeLists.txt), else <build>/unittest/models. A missing models.json is a failure,
-// not a skip.
+// an engine evaluated on that edge list. models.json is read from exported_models_dir(); a
+// missing models.json is a failure, not a skip.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -23,20 +20,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine.h"
+#include "exported_models_dir.h"
 #include "safetensors.h"
 
 namespace clebsch::test {
-
-inline std::string exported_models_dir() {
-  if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
-#ifdef CLEBSCH_EXPORTED_MODELS_DIR
-  return CLEBSCH_EXPORTED_MODELS_DIR;
-#else
-  // <build>/unittest/reference -> <build>/unittest/models (the reference directory may not exist).
-  const std::string ref = CLEBSCH_REFERENCE_DIR;
-  return ref.substr(0, ref.find_last_of('/')) + "/models";
-#endif
-}
 
 /// One exported model with golden data.
 struct GoldenCase {

@@ -29,6 +29,7 @@
 #include "cuda_engine.h"
 #include "device_array.h"
 #include "error.h"
+#include "exported_models_dir.h"
 #include "mace_engine.h"
 #include "model.h"
 #include "model_reader.h"
@@ -38,12 +39,8 @@ namespace clebsch::cuda {
 namespace {
 
 using Vec = std::vector<double>;
+using test::exported_models_dir;
 using test::OwnerMapExchange;
-
-std::string models_dir() {
-  if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
-  return CLEBSCH_EXPORTED_MODELS_DIR;
-}
 
 struct Case {
   std::string name;
@@ -53,16 +50,16 @@ struct Case {
 const std::vector<Case>& mace_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> out;
-    std::ifstream in(models_dir() + "/models.json");
+    std::ifstream in(exported_models_dir() + "/models.json");
     if (!in) {
-      ADD_FAILURE() << models_dir() << "/models.json is missing (exported_models fixture)";
+      ADD_FAILURE() << exported_models_dir() << "/models.json is missing (exported_models fixture)";
       return out;
     }
     const nlohmann::json index = nlohmann::json::parse(in);
     for (const auto& m : index.at("models"))
       if (m.at("arch") == "mace")
         out.push_back({m.at("name").get<std::string>(),
-                       read_model(models_dir() + "/" + m.at("file").get<std::string>())});
+                       read_model(exported_models_dir() + "/" + m.at("file").get<std::string>())});
     EXPECT_FALSE(out.empty());
     return out;
   }();

@@ -45,6 +45,7 @@
 
 #include "engine.h"
 #include "error.h"
+#include "exported_models_dir.h"
 #include "mace_engine.h"
 #include "model.h"
 #include "model_reader.h"
@@ -54,22 +55,12 @@ namespace clebsch {
 namespace {
 
 using Vec = std::vector<double>;
+using test::exported_models_dir;
 using test::OwnerMapExchange;
 
 // ---------------------------------------------------------------------------------------------
 // Models
 // ---------------------------------------------------------------------------------------------
-
-std::string models_dir() {
-  if (const char* env = std::getenv("CLEBSCH_MODELS_DIR")) return env;
-#ifdef CLEBSCH_EXPORTED_MODELS_DIR
-  return CLEBSCH_EXPORTED_MODELS_DIR;
-#else
-  // <build>/unittest/reference -> <build>/unittest/models (the reference directory may not exist).
-  const std::string ref = CLEBSCH_REFERENCE_DIR;
-  return ref.substr(0, ref.find_last_of('/')) + "/models";
-#endif
-}
 
 struct Case {
   std::string name;
@@ -85,7 +76,7 @@ struct Case {
 const std::vector<Case>& mace_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> out;
-    const std::string dir = models_dir();
+    const std::string dir = exported_models_dir();
     std::ifstream in(dir + "/models.json");
     if (!in) {
       ADD_FAILURE() << dir << "/models.json is missing: run unittest/reference/"
