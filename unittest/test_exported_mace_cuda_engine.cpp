@@ -205,12 +205,28 @@ void expect_close(const EngineResult& r, const EngineResult& ref, std::size_t n,
             tol.gradient * std::max(1.0, max_abs(ref.edge_gradient)));
 }
 
+// model-spec §5 float32 (~1e-5 eV/atom, ~1e-4 eV/A), relative where values are large: the
+// bounds of the host engine's float32 test.
+void expect_within_float32_band(const EngineResult& r, const EngineResult& ref64, std::size_t n) {
+  const double e_scale = std::max(1.0, max_abs(ref64.atom_energy));
+  EXPECT_LE(std::abs(r.energy - ref64.energy) / n, 1e-5 * e_scale)
+      << "energy " << r.energy << " vs " << ref64.energy;
+  EXPECT_LE(max_diff(r.atom_energy, ref64.atom_energy), 1e-5 * e_scale);
+  EXPECT_LE(max_diff(r.edge_gradient, ref64.edge_gradient),
+            1e-4 * std::max(1.0, max_abs(ref64.edge_gradient)));
+}
+
 TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
   for (const std::string& be : backends())
     for (const Case& c : mace_cases())
       for (Precision p : {Precision::kFloat64, Precision::kFloat32, Precision::kMixed}) {
         SCOPED_TRACE(be + " " + c.name + " " + to_string(p));
-        MaceEngine host(c.model, p);
+        // The reference is the host engine in float64 for every precision: two float32
+        // evaluations can each sit anywhere inside model-spec §5's band around the float64
+        // result, so float32 and mixed are held to that band (as the host engine's own
+        // Float32AndMixedStayWithinSpecTolerances test is), not to each other. On the H200, a
+        // ZBL-dominated cluster (E = -686,098 eV) put device and host float32 1.4e-5 apart.
+        MaceEngine host(c.model, Precision::kFloat64);
         auto dev = engine_for(c.model, p, be);
         EXPECT_EQ(dev->species(), host.species());
         EXPECT_EQ(dev->num_layers(), host.num_layers());
@@ -221,7 +237,10 @@ TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
           host.compute(graph_of(s), ref, nullptr);
           dev->compute(graph_of(s), r, nullptr);
           ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);  // a meaningful comparison
-          expect_close(r, ref, s.n(), tolerance(p));
+          if (p == Precision::kFloat64)
+            expect_close(r, ref, s.n(), tolerance(p));
+          else
+            expect_within_float32_band(r, ref, s.n());
         }
       }
 }
