@@ -53,7 +53,8 @@ struct Options {
   bool precompile = false;
   bool coverage = false;  ///< --precompile: also the coverage shapes of the tests
   bool cached_only = false;  ///< skip configurations whose module is not in the kernel cache
-  ScheduleOptions schedule;  ///< tuning knobs (--prefetch-registers, --budget32, --budget64)
+  /// Tuning knobs (--prefetch-registers, --loop-cg-above, --budget32, --budget64).
+  ScheduleOptions schedule;
   std::string variant = "default";  ///< label of the tuning variant in the output
   int threads = 0;
 };
@@ -113,6 +114,8 @@ Options parse(int argc, char** argv) {
       o.variant = value();
     } else if (a == "--prefetch-registers") {
       o.schedule.prefetch_registers = std::stoi(value());
+    } else if (a == "--loop-cg-above") {
+      o.schedule.loop_cg_above = std::stoi(value());
     } else if (a == "--budget32") {
       o.schedule.budget_float32 = std::stoi(value());
     } else if (a == "--budget64") {
@@ -123,7 +126,8 @@ Options parse(int argc, char** argv) {
       throw Error("unknown option " + a +
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
-                  "FILE --cached-only --prefetch-registers N --budget32 N --budget64 N "
+                  "FILE --cached-only --prefetch-registers N --loop-cg-above N --budget32 N "
+                  "--budget64 N "
                   "--precompile [--coverage] [--threads N])");
     }
   }

@@ -135,6 +135,14 @@ struct ScheduleOptions {
   int prefetch_registers = 64;
   /// Target bytes of staged edge attributes per warp when choosing the tile.
   int staged_bytes_per_warp = 8192;
+  /// Looped CG form (emit_conv.cpp): when the module's largest instruction has more CG
+  /// non-zeros than this, every instruction's per-edge contraction is emitted as a loop over a
+  /// table of (i, j, k, C) entries instead of unrolled multiply-adds with the coefficients as
+  /// immediates. Unrolled bodies make NVRTC's time grow far faster than the code (high-l-6:
+  /// minutes per module; l >= 7: tens of minutes). The largest instruction of MACE and NequIP
+  /// models with l <= 3 has 42 non-zeros (nequip-benzene), so they stay unrolled; high-l-4 has
+  /// 97. -1: never loop; 0: loop every instruction (tests of the looped form on small problems).
+  int loop_cg_above = 48;
 };
 
 /// The whole module's schedule.

@@ -105,5 +105,37 @@ TEST(EmitConv, AccumulationModeIsACompileTimeConstant) {
   EXPECT_NE(atomic.find("constexpr bool kDeterministic = false;"), std::string::npos);
 }
 
+// The looped CG form (ScheduleOptions::loop_cg_above): off for small instructions by default,
+// forced on or off by the knob, one table pair per instruction, no coefficient immediates.
+TEST(EmitConv, LoopedFormFollowsTheThreshold) {
+  const TpProblem p = small_problem(DType::kFloat64, Accumulation::kAtomic);
+  EXPECT_EQ(emit(p).find("kCgIjk"), std::string::npos);
+  ScheduleOptions looped;
+  looped.loop_cg_above = 0;
+  const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
+  EXPECT_NE(src.find("// looped CG form"), std::string::npos);
+  EXPECT_NE(src.find("#pragma unroll 1"), std::string::npos);
+  for (std::size_t n = 0; n < p.paths().size(); ++n)
+    if (!p.paths()[n].cg.empty()) {
+      EXPECT_NE(src.find("kCgIjk" + std::to_string(n) + "["), std::string::npos) << n;
+      EXPECT_NE(src.find("kCgC" + std::to_string(n) + "["), std::string::npos) << n;
+    }
+  // The coefficients are table entries, exact literals of the type, not madd immediates.
+  for (const TpPath& path : p.paths())
+    for (const CgEntry& e : path.cg)
+      EXPECT_EQ(src.find("madd(" + emit_literal(e.c, DType::kFloat64) + ","), std::string::npos);
+}
+
+TEST(EmitConv, HighLModulesAreLoopedUnlessDisabled) {
+  const TensorProduct tp = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e"),
+                                               Irreps("0e+1o+2e+3o+4e"), Irreps("4x4e"));
+  const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic);
+  EXPECT_NE(emit(p).find("kCgIjk"), std::string::npos);
+  ScheduleOptions unrolled;
+  unrolled.loop_cg_above = -1;
+  EXPECT_EQ(emit_conv_module(p, schedule(p, DeviceLimits::h200(), unrolled)).find("kCgIjk"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace clebsch::cuda

@@ -126,11 +126,18 @@ struct Case {
   DType dtype;
   Accumulation acc;
   bool prefetch = true;  ///< false: the schedule never prefetches (the other load loop)
+  bool looped = false;   ///< true: every instruction in the looped CG form (loop_cg_above 0)
 };
+
+std::string case_name(const Case& c) {
+  return c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
+         (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
+         (c.prefetch ? "" : "_noprefetch") + (c.looped ? "_looped" : "");
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.shape << " " << to_string(c.dtype) << " " << to_string(c.acc)
-      << (c.prefetch ? "" : " no prefetch");
+      << (c.prefetch ? "" : " no prefetch") << (c.looped ? " looped" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -163,10 +170,9 @@ class Emulated : public ::testing::TestWithParam<Case> {
     so.max_tile_atomic = 8;
     so.warps_per_block = 2;
     if (!c.prefetch) so.prefetch_registers = 0;
+    if (c.looped) so.loop_cg_above = 0;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
-    const std::string tag = c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
-                            (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
-                            (c.prefetch ? "" : "_noprefetch");
+    const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
     const bool det = c.acc == Accumulation::kDeterministic;
 
@@ -271,16 +277,18 @@ std::vector<Case> cases() {
   }
   v.push_back({"MaceLike", DType::kFloat64, Accumulation::kDeterministic, false});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, false});
+  // The looped CG form (emitted for high l) forced onto small problems: every pass, both types
+  // and modes; WeightlessMul2 adds instructions without weights and a Y multiplicity of 2.
+  for (DType d : {DType::kFloat32, DType::kFloat64})
+    for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic})
+      v.push_back({"NequipLike", d, a, true, true});
+  v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kAtomic, true, true});
+  v.push_back({"WeightlessMul2", DType::kFloat32, Accumulation::kDeterministic, true, true});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Coverage, Emulated, ::testing::ValuesIn(cases()),
-                         [](const auto& info) {
-                           const Case& c = info.param;
-                           return c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
-                                  (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
-                                  (c.prefetch ? "" : "_noprefetch");
-                         });
+                         [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace clebsch::cuda
