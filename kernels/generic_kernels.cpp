@@ -79,6 +79,17 @@ void GenericKernels::act_forward(DType t, const ActArgs& a, Stream s) const {
 void GenericKernels::act_backward(DType t, const ActArgs& a, Stream s) const {
   backend_.launch(k("act_backward", t), grid_for(a.rows * (a.c1 - a.c0)), s, a);
 }
+void GenericKernels::total(const double* x, long long n, double* out, Stream s) const {
+  if (n != total_n_) {
+    const int bounds[2] = {0, static_cast<int>(n)};
+    total_bounds_.upload(bounds, 2, s);
+    backend_.synchronize(s);  // the upload reads a local
+    total_n_ = n;
+  }
+  segment_sum(DType::kFloat64, DType::kFloat64,
+              SegmentSumArgs{x, out, total_bounds_.data(), 1, 1, 0, 0}, s);
+}
+
 void GenericKernels::segment_sum(DType tx, DType tout, const SegmentSumArgs& a, Stream s) const {
   backend_.launch(k2("segment_sum", tx, tout), grid_for(a.rows), s, a);
 }

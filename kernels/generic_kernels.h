@@ -20,6 +20,7 @@
 
 #include "dense_gemm.h"
 #include "device_args.h"
+#include "device_array.h"
 #include "device_backend.h"
 #include "tp_problem.h"
 
@@ -70,6 +71,8 @@ class GenericKernels {
   void segment_sum(DType tx, DType tout, const SegmentSumArgs& a, Stream s) const;
   void scale_rows(DType t, const ScaleRowsArgs& a, Stream s) const;
   void row_dot(DType t, const RowDotArgs& a, Stream s) const;
+  /// out[0] = sum of x[0:n] in index order (float64; deterministic): an engine's total energy.
+  void total(const double* x, long long n, double* out, Stream s) const;
 
   /// Convenience: a plain row-major GEMM C[m][n] = alpha A[m][k] B[k][n] + beta C (lda = k...).
   static GemmArgs dense(const void* A, const void* B, void* C, long long m, long long n,
@@ -86,6 +89,9 @@ class GenericKernels {
   std::unique_ptr<DeviceModule> module_;
   std::unique_ptr<DenseGemm> dense_;  // null: every GEMM on the generic kernel
   std::string gemm_route_;
+  // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
+  mutable DeviceArray<int> total_bounds_{backend_};
+  mutable long long total_n_ = -1;
 };
 
 }  // namespace clebsch::cuda

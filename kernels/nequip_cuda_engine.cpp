@@ -280,10 +280,7 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
   backend_->download(&status, status_.data(), sizeof status, s);
   if (status != ~0ull) recheck_on_host(g, species, center, neighbor, exchange, s);
   if (r.energy) {
-    DeviceArray<int> ptr(*backend_);
-    ptr.upload(std::vector<int>{0, static_cast<int>(L_)}, s);
-    gk_->segment_sum(DType::kFloat64, DType::kFloat64,
-                     SegmentSumArgs{ae, r.energy, ptr.data(), 1, 1, 0, 0}, s);
+    gk_->total(ae, static_cast<long long>(L_), r.energy, s);
     backend_->synchronize(s);
   }
 }
