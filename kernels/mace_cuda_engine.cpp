@@ -34,6 +34,7 @@
 #include "device_linear.h"
 #include "device_mlp.h"
 #include "edge_orderings.h"
+#include "ghost_staging.h"
 #include "error.h"
 #include "generic_kernels.h"
 #include "mace_contraction_tables.h"
@@ -121,8 +122,6 @@ class MaceCuda final : public CudaEngine {
   void readouts_backward(int t, Stream s);
   void edge_backward(int t, Stream s);
   void backward_tail(int t, GhostExchange* exchange, Stream s);
-  void stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
-  void stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
   ConvBuffers conv_buffers(const Layer<T>& Lp) const;
   // Profiling (CudaEngineOptions::profile): ends the current phase.
   void phase(const std::string& name, Stream s) {
@@ -549,27 +548,6 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
 }
 
 template <class T, class G>
-void MaceCuda<T, G>::stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange,
-                                   Stream s) {
-  std::vector<T> h(N_ * width);
-  backend_->download(h.data(), rows.data(), h.size() * sizeof(T), s);
-  exchange->forward(h.data(), width);
-  const std::size_t off = L_ * width;
-  backend_->upload(rows.data() + off, h.data() + off, (h.size() - off) * sizeof(T), s);
-  backend_->synchronize(s);
-}
-
-template <class T, class G>
-void MaceCuda<T, G>::stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange,
-                                   Stream s) {
-  std::vector<T> h(N_ * width);
-  backend_->download(h.data(), rows.data(), h.size() * sizeof(T), s);
-  exchange->reverse(h.data(), width);
-  backend_->upload(rows.data(), h.data(), h.size() * sizeof(T), s);
-  backend_->synchronize(s);
-}
-
-template <class T, class G>
 void MaceCuda<T, G>::prepare_layer(int t, GhostExchange* exchange, Stream s) {
   Layer<T>& Lp = layers_[t];
   const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_);
@@ -582,7 +560,7 @@ void MaceCuda<T, G>::prepare_layer(int t, GhostExchange* exchange, Stream s) {
   } else {
     Lp.linear_up.forward(*gk_, L, h_.data(), Lp.dim_in, Lp.hu.data(), Lp.dim_edge, false,
                          nullptr, s);
-    if (exchange) stage_forward(Lp.hu, Lp.dim_edge, exchange, s);
+    if (exchange) exchange_forward_rows(*backend_, Lp.hu.data(), L_, N_, Lp.dim_edge, *exchange, s);
   }
   if (Lp.sc_on_nodes) {
     sc_.resize(L_ * Lp.dim_hidden);
@@ -836,7 +814,7 @@ template <class T, class G>
 void MaceCuda<T, G>::backward_tail(int t, GhostExchange* exchange, Stream s) {
   Layer<T>& Lp = layers_[t];
   const long long L = static_cast<long long>(L_);
-  if (exchange) stage_reverse(ghu_, Lp.dim_edge, exchange, s);
+  if (exchange) exchange_reverse_rows(*backend_, ghu_.data(), N_, Lp.dim_edge, *exchange, s);
   gh_prev_.resize(L_ * Lp.dim_in);
   Lp.linear_up.backward(*gk_, L, ghu_.data(), Lp.dim_edge, gh_prev_.data(), Lp.dim_in, false,
                         nullptr, s);

@@ -36,6 +36,7 @@
 #include "device_linear.h"
 #include "device_mlp.h"
 #include "edge_orderings.h"
+#include "ghost_staging.h"
 #include "error.h"
 #include "generic_kernels.h"
 #include "nequip_cuda_source.h"
@@ -102,8 +103,6 @@ class NequipCuda final : public CudaEngine {
   void backward_layer(int k, GhostExchange* exchange, Stream s);
   void node_norm(const NqLayer<T>& L, Stream s);
   ConvBuffers conv_buffers(const NqLayer<T>& L) const;
-  void stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
-  void stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange, Stream s);
 
   NequipEngine host_;  // the model's checks and metadata (nothing on the hot path)
   NequipGraphLimits limits_;
@@ -417,7 +416,7 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   // The next layer reads the ghosts' new features; the readout after the last layer does not.
   // With an exchange the call is made whatever this rank's ghost count (collective under MPI).
   if (exchange && k + 1 < static_cast<int>(layers_.size()))
-    stage_forward(h_next_, Lk.dim_out, exchange, s);
+    exchange_forward_rows(*backend_, h_next_.data(), L_, N_, Lk.dim_out, *exchange, s);
   std::swap(h_, h_next_);
 }
 
@@ -482,30 +481,9 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     Lk.linear_1.backward(*gk_, N, gx_.data(), Lk.dim_x, gh_in_.data(), Lk.dim_in, true, nullptr,
                          s);
     // Ghost rows hold gradients that belong to their owners' features.
-    if (exchange) stage_reverse(gh_in_, Lk.dim_in, exchange, s);
+    if (exchange) exchange_reverse_rows(*backend_, gh_in_.data(), N_, Lk.dim_in, *exchange, s);
     std::swap(gh_, gh_in_);
   }
-}
-
-template <class T, class G>
-void NequipCuda<T, G>::stage_forward(DeviceArray<T>& rows, int width, GhostExchange* exchange,
-                                     Stream s) {
-  std::vector<T> h(N_ * width);
-  backend_->download(h.data(), rows.data(), h.size() * sizeof(T), s);
-  exchange->forward(h.data(), width);
-  const std::size_t off = L_ * width;
-  backend_->upload(rows.data() + off, h.data() + off, (h.size() - off) * sizeof(T), s);
-  backend_->synchronize(s);
-}
-
-template <class T, class G>
-void NequipCuda<T, G>::stage_reverse(DeviceArray<T>& rows, int width, GhostExchange* exchange,
-                                     Stream s) {
-  std::vector<T> h(N_ * width);
-  backend_->download(h.data(), rows.data(), h.size() * sizeof(T), s);
-  exchange->reverse(h.data(), width);
-  backend_->upload(rows.data(), h.data(), h.size() * sizeof(T), s);
-  backend_->synchronize(s);
 }
 
 }  // namespace

@@ -156,8 +156,7 @@ void PairClebsch::coeff(int narg, char **arg)
   try {
     const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
     if (device_name_ == "gpu")
-      // -1: each rank takes the GPU of its node-local rank (modulo the node's GPU count).
-      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, -1);
+      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal());
     else
       engine_ = clebsch::make_host_engine(model, precision);
   } catch (std::exception &e) {

@@ -57,6 +57,9 @@ class PairClebsch : public Pair {
 
  protected:
   void allocate();
+  /// The GPU `device gpu` runs on: -1 lets each MPI rank take its node-local rank's GPU; the
+  /// Kokkos style names the device Kokkos itself runs on.
+  virtual int gpu_ordinal() const { return -1; }
   void build_graph();
   void tally(const clebsch::EngineResult &result);
 

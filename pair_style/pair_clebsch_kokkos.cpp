@@ -14,8 +14,10 @@
 #include "neigh_list_kokkos.h"
 #include "neigh_request.h"
 #include "neighbor.h"
+#include "utils.h"
 
 #include "clebsch_pair_common.h"
+#include "cuda_engine.h"
 #include "engine.h"
 
 #include <algorithm>
@@ -26,17 +28,34 @@ using namespace LAMMPS_NS;
 namespace {
 
 // The engine's view of LAMMPS communication between layers, through the Kokkos pair comm.
+// The rows are always packed where DeviceType keeps its data; @p device_rows says that this is
+// also where the engine keeps them (the device path), so the engine passes them in place.
 template <class DeviceType> class KokkosGhostExchange : public clebsch::GhostExchange {
  public:
-  explicit KokkosGhostExchange(PairClebschKokkos<DeviceType> *pair) : pair_(pair) {}
+  KokkosGhostExchange(PairClebschKokkos<DeviceType> *pair, bool device_rows) :
+      pair_(pair), device_rows_(device_rows)
+  {
+  }
   void forward(double *rows, int width) override { pair_->exchange_forward_kokkos(rows, width); }
   void forward(float *rows, int width) override { pair_->exchange_forward_kokkos(rows, width); }
   void reverse(double *rows, int width) override { pair_->exchange_reverse_kokkos(rows, width); }
   void reverse(float *rows, int width) override { pair_->exchange_reverse_kokkos(rows, width); }
+  bool accepts_device_rows() const override { return device_rows_; }
 
  private:
   PairClebschKokkos<DeviceType> *pair_;
+  bool device_rows_;
 };
+
+// Kokkos' stream for DeviceType (null where it has none: host spaces, the emulated backend).
+template <class DeviceType> void *kokkos_stream()
+{
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<typename DeviceType::execution_space, Kokkos::Cuda>)
+    return static_cast<void *>(typename DeviceType::execution_space().cuda_stream());
+#endif
+  return nullptr;
+}
 
 // Atomic add of a double to LAMMPS's accumulators, which are float with KOKKOS_PREC single.
 template <class T> KOKKOS_INLINE_FUNCTION void atomic_add_to(T *target, const double value)
@@ -63,6 +82,19 @@ PairClebschKokkos<DeviceType>::PairClebschKokkos(LAMMPS *lmp) : PairClebsch(lmp)
   execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
   datamask_read = EMPTY_MASK;
   datamask_modify = EMPTY_MASK;
+  // On a GPU the model runs on the GPU by default: the host engine cannot read device Views.
+  if constexpr (!kHostReadable<DeviceType>) device_name_ = "gpu";
+}
+
+template <class DeviceType> int PairClebschKokkos<DeviceType>::gpu_ordinal() const
+{
+  // The GPU Kokkos runs on (LAMMPS's '-k on g N' and its per-rank assignment): the engine's
+  // buffers and Kokkos' Views must live on one device.
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<typename DeviceType::execution_space, Kokkos::Cuda>)
+    return typename DeviceType::execution_space().cuda_device();
+#endif
+  return PairClebsch::gpu_ordinal();
 }
 
 template <class DeviceType> PairClebschKokkos<DeviceType>::~PairClebschKokkos()
@@ -83,11 +115,20 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::init_style()
   // The plain style's checks (model, units, atom IDs) and its full neighbor list request, made
   // a Kokkos request on this style's execution space.
   PairClebsch::init_style();
+  if constexpr (!kHostReadable<DeviceType>)
+    if (device_name_ != "gpu")
+      error->all(FLERR, "Pair style clebsch/kk: device {} cannot read Kokkos' GPU data; use "
+                 "device gpu, or pair_style clebsch/kk/host for the host engine", device_name_);
   auto request = neighbor->find_request(this);
   request->set_kokkos_host(std::is_same_v<DeviceType, LMPHostType> &&
                            !std::is_same_v<DeviceType, LMPDeviceType>);
   request->set_kokkos_device(std::is_same_v<DeviceType, LMPDeviceType>);
   request->enable_full();
+  if (comm->me == 0)
+    utils::logmesg(lmp, "Clebsch: {} evaluates the model {}\n", force->pair_style,
+                   engine_reads_views()
+                       ? "on the Kokkos Views in place (CUDA engine, compute_device)"
+                       : "through the engine's host interface");
 }
 
 template <class DeviceType> double PairClebschKokkos<DeviceType>::init_one(int i, int j)
@@ -291,35 +332,94 @@ KOKKOS_INLINE_FUNCTION void ClebschKokkosKernels<DeviceType>::operator()(TagFill
 
 template <class DeviceType> void PairClebschKokkos<DeviceType>::run_engine()
 {
-  if constexpr (!kHostReadable<DeviceType>) {
-    // SEAM (not implemented yet): on a Kokkos CUDA build, clebsch/kk is to call the CUDA engine
-    // (kernels/, being written) on the graph Views in place: device pointers of d_species,
-    // d_center, d_neighbor, d_vector, and Kokkos' stream (DeviceType().cuda_stream()), with the
-    // per-layer exchanges below on device rows. Until then this path stops here.
-    error->one(FLERR,
-               "Pair style clebsch/kk: the CUDA engine path of the Kokkos style is not "
-               "implemented yet; use clebsch/kk/host (or pair_style clebsch)");
-  } else {
-    // Host engine, on the Views in place (their memory is host memory here).
-    clebsch::AtomGraph graph;
-    graph.num_local = atom->nlocal;
-    graph.num_nodes = nnodes_;
-    graph.species = k_.d_species.data();
-    graph.num_edges = nedges_;
-    graph.center = k_.d_center.data();
-    graph.neighbor = k_.d_neighbor.data();
-    graph.vector = k_.d_vector.data();
-    Kokkos::fence();
+  if (engine_reads_views())
+    run_device_engine();
+  else if constexpr (kHostReadable<DeviceType>)
+    run_host_engine();
+  else
+    // init_style() makes device gpu the only choice here; this is a build where the engine's
+    // backend cannot address Kokkos' device (the emulated backend beside Kokkos CUDA).
+    error->one(FLERR, "Pair style clebsch/kk: the CUDA engine runs on the {} backend, which "
+               "cannot address Kokkos' GPU data; use clebsch/kk/host",
+               static_cast<clebsch::cuda::CudaEngine *>(engine_.get())->backend().name());
+}
 
-    clebsch::EngineResult result;
-    KokkosGhostExchange<DeviceType> exchange(this);
-    try {
-      engine_->compute(graph, result, owners_only_ ? nullptr : &exchange);
-    } catch (std::exception &e) {
-      error->one(FLERR, "Pair style clebsch: {}", e.what());
-    }
-    tally_kokkos(result);
+// Whether the engine can run on the graph Views in place: a CUDA engine on the memory Kokkos
+// keeps them in (its real backend on Kokkos' GPU, the emulated one on host memory).
+template <class DeviceType> bool PairClebschKokkos<DeviceType>::engine_reads_views() const
+{
+  // device gpu's engine comes from libclebsch_cuda's factory, which makes only CudaEngines.
+  if (device_name_ != "gpu") return false;
+  auto *engine = static_cast<clebsch::cuda::CudaEngine *>(engine_.get());
+  return engine->backend().emulated() == kHostReadable<DeviceType>;
+}
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::run_device_engine()
+{
+  auto &engine = *static_cast<clebsch::cuda::CudaEngine *>(engine_.get());
+  const int nlocal = atom->nlocal;
+  clebsch::cuda::DeviceAtomGraph graph;
+  graph.num_local = nlocal;
+  graph.num_nodes = nnodes_;
+  graph.species = k_.d_species.data();
+  graph.num_edges = nedges_;
+  graph.center = k_.d_center.data();
+  graph.neighbor = k_.d_neighbor.data();
+  graph.vector = k_.d_vector.data();
+  if (eflag_atom) grow(k_.d_atom_energy, nlocal, "clebsch:atom_energy");
+  if (!d_energy_.data()) d_energy_ = Kokkos::View<double, DeviceType>("clebsch:energy");
+  clebsch::cuda::DeviceResult result;
+  result.energy = d_energy_.data();
+  result.atom_energy = eflag_atom ? k_.d_atom_energy.data() : nullptr;
+  result.edge_gradient = k_.d_gradient.data();
+  // The graph kernels ran on Kokkos' default instance; the engine's stream is the same one on a
+  // GPU, a fence covers the emulated backend (no stream).
+  Kokkos::fence();
+  KokkosGhostExchange<DeviceType> exchange(this, true);
+  try {
+    engine.compute_device(graph, result, owners_only_ ? nullptr : &exchange,
+                          kokkos_stream<DeviceType>());
+  } catch (std::exception &e) {
+    error->one(FLERR, "Pair style clebsch: {}", e.what());
   }
+  double energy = 0;
+  Kokkos::deep_copy(energy, d_energy_);
+  tally_kokkos(energy);
+}
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::run_host_engine()
+{
+  // The engine's host interface on the Views in place (their memory is host memory here).
+  clebsch::AtomGraph graph;
+  graph.num_local = atom->nlocal;
+  graph.num_nodes = nnodes_;
+  graph.species = k_.d_species.data();
+  graph.num_edges = nedges_;
+  graph.center = k_.d_center.data();
+  graph.neighbor = k_.d_neighbor.data();
+  graph.vector = k_.d_vector.data();
+  Kokkos::fence();
+
+  clebsch::EngineResult result;
+  KokkosGhostExchange<DeviceType> exchange(this, false);
+  try {
+    engine_->compute(graph, result, owners_only_ ? nullptr : &exchange);
+  } catch (std::exception &e) {
+    error->one(FLERR, "Pair style clebsch: {}", e.what());
+  }
+  const int nlocal = atom->nlocal;
+  using HostVec3 = Kokkos::View<const double *[3], Kokkos::LayoutRight, Kokkos::HostSpace,
+                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Kokkos::deep_copy(Kokkos::subview(k_.d_gradient, std::make_pair(0, nedges_), Kokkos::ALL),
+                    HostVec3(result.edge_gradient.data(), nedges_));
+  if (eflag_atom) {
+    grow(k_.d_atom_energy, nlocal, "clebsch:atom_energy");
+    Kokkos::deep_copy(
+        Kokkos::subview(k_.d_atom_energy, std::make_pair(0, nlocal)),
+        Kokkos::View<const double *, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+            result.atom_energy.data(), nlocal));
+  }
+  tally_kokkos(result.energy);
 }
 
 /* ----------------------------------------------------------------------
@@ -327,9 +427,10 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_engine()
    F_i += g, F_j -= g, edge virial W = -sym(v (x) g), half to each atom of the edge
 ------------------------------------------------------------------------- */
 
-template <class DeviceType>
-void PairClebschKokkos<DeviceType>::tally_kokkos(const clebsch::EngineResult &result)
+template <class DeviceType> void PairClebschKokkos<DeviceType>::tally_kokkos(double energy)
 {
+  // Reads the engine's outputs from the Views: k_.d_gradient (dE/dvector per edge) and, with
+  // eflag_atom, k_.d_atom_energy.
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
   // Ghost contributions go through our own reverse communication when LAMMPS does not sum
@@ -339,17 +440,8 @@ void PairClebschKokkos<DeviceType>::tally_kokkos(const clebsch::EngineResult &re
   k_.vflag_atom = vflag_atom;
   k_.vflag_global = vflag_global;
 
-  using HostVec3 = Kokkos::View<const double *[3], Kokkos::LayoutRight, Kokkos::HostSpace,
-                                Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  Kokkos::deep_copy(Kokkos::subview(k_.d_gradient, std::make_pair(0, nedges_), Kokkos::ALL),
-                    HostVec3(result.edge_gradient.data(), nedges_));
-  if (eflag_global) eng_vdwl += result.energy;
+  if (eflag_global) eng_vdwl += energy;
   if (eflag_atom) {
-    grow(k_.d_atom_energy, nlocal, "clebsch:atom_energy");
-    Kokkos::deep_copy(
-        Kokkos::subview(k_.d_atom_energy, std::make_pair(0, nlocal)),
-        Kokkos::View<const double *, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-            result.atom_energy.data(), nlocal));
     Kokkos::parallel_for(
         "clebsch:atom_energy",
         Kokkos::RangePolicy<DeviceType, typename Kernels::TagAtomEnergy>(0, nlocal), k_);

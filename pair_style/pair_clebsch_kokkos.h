@@ -8,11 +8,13 @@
 // travel through LAMMPS's Kokkos pair communication (pack/unpack_forward_comm_kokkos and the
 // reverse pair) on Kokkos buffers.
 //
-// Engines: on an execution space whose memory the host can read (Kokkos OpenMP or Serial, and
-// clebsch/kk/host on any build) the host engine runs on the Views in place. The CUDA engine on
-// Kokkos' CUDA stream with device pointers is NOT implemented yet: on a device whose memory the
-// host cannot read, compute() stops with an error naming clebsch/kk/host as the alternative (see
-// the seam in pair_clebsch_kokkos.cpp, run_engine()).
+// Engines: on Kokkos' CUDA space (clebsch/kk on a CUDA build, where `device gpu` is the default)
+// the CUDA engine runs on the graph Views in place, on Kokkos' stream and GPU, writes dE/dvector
+// and per-atom energies into Views, and hands its per-layer ghost rows to the Kokkos pair
+// communication without leaving the device (CudaEngine::compute_device). On an execution space
+// whose memory the host can read (Kokkos OpenMP or Serial, clebsch/kk/host on any build) the host
+// engine runs on the Views in place, or `device gpu` takes the graph through its host interface;
+// with the emulated CUDA backend (tests) the device path runs on host memory.
 //
 // Settings, coeff (model loading, element mapping) and init_one (directed cutoffs) are the plain
 // style's; this class overrides only compute, init_style and the communication hooks. The
@@ -176,9 +178,13 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   template <typename T> void exchange_reverse_kokkos(T *rows, int width);
 
  protected:
+  int gpu_ordinal() const override;
   void build_graph_kokkos();
   void run_engine();
-  void tally_kokkos(const clebsch::EngineResult &result);
+  void run_host_engine();
+  void run_device_engine();
+  bool engine_reads_views() const;
+  void tally_kokkos(double energy);
   void comm_kokkos(bool forward, int width);
   int run_pack_forward(int n);
   void run_unpack_forward(int n);
@@ -187,6 +193,7 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   template <class View> void grow(View &view, size_t n, const char *label);
 
   Kernels k_;
+  Kokkos::View<double, DeviceType> d_energy_;    // the device engine's total energy
   ClebschKokkosEatomDual k_eatom;
   ClebschKokkosVatomDual k_vatom;
   int nedges_ = 0;

@@ -9,7 +9,8 @@
 # /proc, /dev and /sys, then /tmp, the cache ($CLEBSCH_CACHE), WORKDIR and any folder listed in
 # CLEBSCH_CHROOT_BINDS (colon-separated: the source tree, build folders) are bind-mounted at the
 # same paths inside, so host paths (run directories, models, plugins) mean the same on both sides.
-# The host's / and its system folders (/usr, /etc, /var, ...) are never bound over the chroot's.
+# The host's / and its system folders (/usr, /etc, /var, ...) are never bound over the chroot's;
+# the CUDA toolkit (/usr/local/cuda) may be, for libclebsch_cuda's NVRTC.
 # Needs root (or CAP_SYS_ADMIN), as CI and these machines have.
 set -euo pipefail
 
@@ -34,6 +35,7 @@ for d in "${dirs[@]}"; do
   [ -n "$d" ] && [ -d "$d" ] || continue
   # Never the host root or its system folders: they would hide those of the chroot.
   case "$d" in
+    /usr/local/cuda|/usr/local/cuda/*|/usr/local/cuda-*) ;;   # not in the chroot: hides nothing
     /|/usr|/usr/*|/etc|/etc/*|/bin|/bin/*|/sbin|/sbin/*|/lib|/lib/*|/lib32|/lib32/*|/lib64|/lib64/*|\
     /var|/var/*|/proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/boot|/boot/*|/run|/run/*) continue ;;
   esac

@@ -56,6 +56,10 @@ class GhostExchange {
   /// zero the ghost rows.
   virtual void reverse(double* gradients, int width) = 0;
   virtual void reverse(float* gradients, int width) = 0;
+  /// Whether forward/reverse can take rows in an accelerator engine's own memory (the caller
+  /// packs them where they are, as the Kokkos pair style does on Kokkos' device). When false an
+  /// accelerator engine passes host copies. The host engine always passes host rows.
+  virtual bool accepts_device_rows() const { return false; }
 };
 
 /// Arithmetic of an engine: float64 everywhere; float32 everywhere; or float32 network with
