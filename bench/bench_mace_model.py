@@ -140,6 +140,9 @@ def main() -> int:
                     help="CUDA engine with atomic accumulation (default: deterministic)")
     ap.add_argument("--out", default="out-model", help="model, structure and forces go here")
     ap.add_argument("--json", default="")
+    ap.add_argument("--export-only", action="store_true",
+                    help="write OUT/model.safetensors and the structure, run nothing (the "
+                         "LAMMPS MD benchmark's MACE-MP-0-medium-sized model)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--timeout-s", type=float, default=420,
                     help="for each engine process (its first call includes NVRTC compiles)")
@@ -188,6 +191,8 @@ def main() -> int:
     info.update(atoms=len(atoms), model_bytes=mpath.stat().st_size, export_s=time.time() - t0)
     print(f"[{args.problem}] {info['parameters']:,} parameters, {len(atoms)} atoms; exported "
           f"in {info['export_s']:.1f} s", flush=True)
+    if args.export_only:
+        return 0
 
     # Clebsch first, in its own process (see the module docstring).
     engine_rows: List[Dict[str, Any]] = []

@@ -89,17 +89,13 @@ if(CLEBSCH_LAMMPS_KOKKOS_ENABLED)
   if(NOT EXISTS ${LAMMPS_SOURCE_DIR}/KOKKOS/kokkos_type.h)
     message(FATAL_ERROR "LAMMPS_SOURCE_DIR=${LAMMPS_SOURCE_DIR} has no KOKKOS/kokkos_type.h")
   endif()
-  # clebsch/kk needs the KOKKOS precision API of September 2025 (KK_FLOAT; LAMMPS 20260704).
+  # LAMMPS's KOKKOS package renamed its precision types in September 2025 (KK_FLOAT, LAMMPS
+  # 20260704); 20250204 still has E_FLOAT/F_FLOAT and double precision only: the style builds
+  # against both (CLEBSCH_LAMMPS_KOKKOS_LEGACY_API selects the older types).
   file(STRINGS ${LAMMPS_SOURCE_DIR}/KOKKOS/kokkos_type.h _kk_float REGEX "typedef [a-z]+ KK_FLOAT;")
+  set(_kk_legacy OFF)
   if(NOT _kk_float)
-    if(CLEBSCH_LAMMPS_KOKKOS STREQUAL "AUTO")
-      message(WARNING "LAMMPS at ${LAMMPS_SOURCE_DIR} predates the KOKKOS precision API "
-                      "(KK_FLOAT, Sep 2025): clebsch/kk is not built (the plain style is)")
-      set(CLEBSCH_LAMMPS_KOKKOS_ENABLED OFF)
-    else()
-      message(FATAL_ERROR "clebsch/kk needs LAMMPS with the KOKKOS precision API (KK_FLOAT, "
-                          "Sep 2025 or later, e.g. 20260704); ${LAMMPS_SOURCE_DIR} is older")
-    endif()
+    set(_kk_legacy ON)
   endif()
 endif()
 if(CLEBSCH_LAMMPS_KOKKOS_ENABLED)
@@ -120,8 +116,16 @@ if(CLEBSCH_LAMMPS_KOKKOS_ENABLED)
   add_library(Clebsch::lammps_kokkos ALIAS clebsch_lammps_kokkos)
   target_include_directories(clebsch_lammps_kokkos INTERFACE ${LAMMPS_SOURCE_DIR}/KOKKOS)
   target_link_libraries(clebsch_lammps_kokkos INTERFACE Clebsch::lammps Kokkos::kokkos)
-  target_compile_definitions(clebsch_lammps_kokkos INTERFACE LMP_KOKKOS
-                             LMP_KOKKOS_${_prec_setting} LMP_KOKKOS_LAYOUT_${_layout})
+  if(_kk_legacy)
+    # No precision or layout options before September 2025: double precision, legacy layout.
+    set(_prec_setting "DOUBLE (pre-Sep-2025 KOKKOS API)")
+    set(_layout LEGACY)
+    target_compile_definitions(clebsch_lammps_kokkos INTERFACE LMP_KOKKOS
+                               CLEBSCH_LAMMPS_KOKKOS_LEGACY_API)
+  else()
+    target_compile_definitions(clebsch_lammps_kokkos INTERFACE LMP_KOKKOS
+                               LMP_KOKKOS_${_prec_setting} LMP_KOKKOS_LAYOUT_${_layout})
+  endif()
   target_compile_features(clebsch_lammps_kokkos INTERFACE cxx_std_20)
   message(STATUS "Clebsch: LAMMPS has KOKKOS (Kokkos ${Kokkos_VERSION}, devices "
                  "${Kokkos_DEVICES}): building clebsch/kk, precision ${_prec_setting}, "

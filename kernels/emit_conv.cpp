@@ -18,16 +18,20 @@
 //   - unrolled (the default, every MACE/NequIP model with l <= 3): one multiply-add per CG entry
 //     with the coefficient as an immediate; fastest to run, but NVRTC's time grows much faster
 //     than the code: 55-60 s per module at l = 4, 3-6 min at l = 6, 20+ min at l = 7;
-//   - looped (a module whose largest instruction has more non-zeros than the threshold): each
-//     instruction's entries are a table (kCgIjk<n>: i | j << 8 | k << 16, kCgC<n>: C) in global
-//     memory, walked by a `#pragma unroll 1` loop; the operands of the instruction are copied to
-//     small local arrays (x, dx, grad_out: the loop indexes them with loop variables, so they may
-//     live in local memory) and Y, dY are read from the staged shared-memory rows. The code per
-//     instruction is constant in its non-zero count. Every output value is summed in CG order
-//     with the same products and fused multiply-adds as the unrolled form (the same arithmetic;
-//     test_kernels_emulated checks it against the host reference with the form forced on small
-//     problems). Its run time was not measured on a GPU yet (local-memory operands, a table load
-//     per entry): it is kept to the modules that cannot be compiled otherwise.
+//   - looped (a module whose largest instruction has more non-zeros than the threshold, 100 by
+//     default: l >= 5): per instruction and per index (i, j, k) a table of its entries ordered
+//     by that index (kCgIjk<n><a>: i | j << 8 | k << 16, kCgC<n><a>: C) in global memory; for
+//     each output index one `#pragma unroll 1` loop over its entries sums into a register
+//     (outputs are never read back per entry); the operands x, dx, grad_out are copied to small
+//     local arrays that the loop indexes with loop variables (local memory), Y and dY are read
+//     from the staged shared-memory rows. The code per instruction is constant in its non-zero
+//     count. Every output value is summed in CG order with the same products and fused
+//     multiply-adds as the unrolled form (test_kernels_emulated checks it against the host
+//     reference with the form forced on small problems). Measured on the H200 (bench/NOTES.md):
+//     about 9x slower than the unrolled form at l = 4 (forward 4.6 ms against 0.52 ms in float32)
+//     and only 3-4x faster than e3nn at l = 5: it keeps l >= 5 compilable, not fast. The per-
+//     entry operand and table loads are the cost; the next form shares one per-edge matrix
+//     M(Y)_ik = sum_j C_ijk Y_j across the channels (shared memory) and contracts it densely.
 #include "emit_conv.h"
 
 #include <algorithm>
@@ -208,51 +212,106 @@ class ModuleEmitter {
     return pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
   }
 
-  // The CG tables of the looped form, one pair per instruction, in CG order (l <= 8: an index
-  // fits 8 bits). Global memory, not __constant__: high-l-8 needs 280 KB in float64.
+  // Instruction n's CG entries ordered by one of their indices (axis 'i', 'j' or 'k'), stably:
+  // within one value of that index the entries stay in CG order.
+  std::vector<std::size_t> order_by(std::size_t n, char axis) const {
+    const std::vector<CgEntry>& cg = p_.paths()[n].cg;
+    std::vector<std::size_t> order(cg.size());
+    for (std::size_t m = 0; m < order.size(); ++m) order[m] = m;
+    auto key = [&](std::size_t m) {
+      return axis == 'i' ? cg[m].i : axis == 'j' ? cg[m].j : cg[m].k;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    return order;
+  }
+
+  // The CG tables of the looped form: per instruction and per index (i, j, k) the entries in
+  // the order of that index (order_by), so that a loop over the entries of one output index
+  // sums into a register. l <= 8: an index fits 8 bits. Global memory, not __constant__
+  // (high-l-8 float64 needs 840 KB for the three orders).
   void emit_cg_tables(Writer& w) {
     w("");
     w("// ==== CG tables (looped form) " + std::string(60, '='));
-    w("// kCgIjk<n>[m] = i | j << 8 | k << 16 and kCgC<n>[m] = C of entry m of instruction n.");
+    w("// kCgIjk<n><a>[m] = i | j << 8 | k << 16 and kCgC<n><a>[m] = C: entries of instruction n");
+    w("// ordered by index a (CG order within each value of it).");
     for (std::size_t n = 0; n < p_.paths().size(); ++n) {
       const std::vector<CgEntry>& cg = p_.paths()[n].cg;
       if (cg.empty()) continue;
       const std::string size = "[" + str(int(cg.size())) + "]";
-      w.open("__device__ const unsigned kCgIjk" + str(int(n)) + size + " = {");
-      for (std::size_t m = 0; m < cg.size(); m += 12) {
-        std::string line;
-        for (std::size_t q = m; q < std::min(cg.size(), m + 12); ++q)
-          line += str(cg[q].i | cg[q].j << 8 | cg[q].k << 16) + "u, ";
-        w(line.substr(0, line.size() - 1));
+      for (char axis : {'i', 'j', 'k'}) {
+        const std::vector<std::size_t> order = order_by(n, axis);
+        const std::string tag = str(int(n)) + axis;
+        w.open("__device__ const unsigned kCgIjk" + tag + size + " = {");
+        for (std::size_t m = 0; m < order.size(); m += 12) {
+          std::string line;
+          for (std::size_t q = m; q < std::min(order.size(), m + 12); ++q) {
+            const CgEntry& e = cg[order[q]];
+            line += str(e.i | e.j << 8 | e.k << 16) + "u, ";
+          }
+          w(line.substr(0, line.size() - 1));
+        }
+        w.close("};");
+        w.open("__device__ const real kCgC" + tag + size + " = {");
+        for (std::size_t m = 0; m < order.size(); m += 6) {
+          std::string line;
+          for (std::size_t q = m; q < std::min(order.size(), m + 6); ++q)
+            line += lit(cg[order[q]].c) + ", ";
+          w(line.substr(0, line.size() - 1));
+        }
+        w.close("};");
       }
-      w.close("};");
-      w.open("__device__ const real kCgC" + str(int(n)) + size + " = {");
-      for (std::size_t m = 0; m < cg.size(); m += 6) {
-        std::string line;
-        for (std::size_t q = m; q < std::min(cg.size(), m + 6); ++q)
-          line += lit(cg[q].c) + ", ";
-        w(line.substr(0, line.size() - 1));
-      }
-      w.close("};");
     }
   }
 
-  // The loop of the looped form over instruction n's table: every term accumulates one entry's
-  // product per iteration. Not unrolled: its code does not grow with the non-zero count.
+  // The loops of the looped form over instruction n's tables. Terms are grouped by the index
+  // of their output (ci, cj or ck); for each value of it that has entries, one `#pragma unroll
+  // 1` loop walks them (the table ordered by that index) and sums every term of the group into
+  // a register, stored once into the output array at a constant index: no output is read and
+  // written through local memory per entry, and the code does not grow with the non-zero count.
   void cg_loop(Writer& w, int n, const std::vector<LoopTerm>& terms) {
-    if (p_.paths()[n].cg.empty()) return;  // no table: the accumulators stay zero
-    w("#pragma unroll 1");
-    w.open("for (int m = 0; m < " + str(int(p_.paths()[n].cg.size())) + "; ++m) {");
-    w("const unsigned e = kCgIjk" + str(n) + "[m];");
-    w("const int ci = int(e & 255u), cj = int((e >> 8) & 255u), ck = int(e >> 16);");
-    w("const real c = kCgC" + str(n) + "[m];");
-    w("(void)ci, (void)cj, (void)ck;");
-    for (const LoopTerm& t : terms) {
-      const std::string o = t.out + "[" + t.index + "]";
-      w(o + " = madd(c, " + t.left + "[" + t.left_index + "] * " + t.right + "[" +
-        t.right_index + "], " + o + ");");
+    const std::vector<CgEntry>& cg = p_.paths()[n].cg;
+    if (cg.empty()) return;  // no table: the accumulators stay zero
+    for (const char* index : {"ck", "ci", "cj"}) {
+      std::vector<const LoopTerm*> group;
+      for (const LoopTerm& t : terms)
+        if (t.index == index) group.push_back(&t);
+      if (group.empty()) continue;
+      const char axis = index[1];
+      const std::vector<std::size_t> order = order_by(std::size_t(n), axis);
+      const std::string tag = str(n) + axis;
+      auto key = [&](std::size_t q) {
+        const CgEntry& e = cg[order[q]];
+        return axis == 'i' ? e.i : axis == 'j' ? e.j : e.k;
+      };
+      for (std::size_t start = 0; start < order.size();) {
+        std::size_t end = start;
+        while (end < order.size() && key(end) == key(start)) ++end;
+        const std::string value = str(int(key(start)));
+        w.open("{");
+        std::string decl;
+        for (std::size_t g = 0; g < group.size(); ++g)
+          decl += std::string(g ? ", " : "") + "s" + str(int(g)) + " = 0";
+        w("real " + decl + ";");
+        w("#pragma unroll 1");
+        w.open("for (int m = " + str(int(start)) + "; m < " + str(int(end)) + "; ++m) {");
+        w("const unsigned e = kCgIjk" + tag + "[m];");
+        w("const int ci = int(e & 255u), cj = int((e >> 8) & 255u), ck = int(e >> 16);");
+        w("const real c = kCgC" + tag + "[m];");
+        w("(void)ci, (void)cj, (void)ck;");
+        for (std::size_t g = 0; g < group.size(); ++g) {
+          const LoopTerm& t = *group[g];
+          const std::string acc = "s" + str(int(g));
+          w(acc + " = madd(c, " + t.left + "[" + t.left_index + "] * " + t.right + "[" +
+            t.right_index + "], " + acc + ");");
+        }
+        w.close();
+        for (std::size_t g = 0; g < group.size(); ++g)
+          w(group[g]->out + "[" + value + "] = s" + str(int(g)) + ";");
+        w.close("}");
+        start = end;
+      }
     }
-    w.close();
   }
 
   // Receiver pass, looped form, instruction n and second-operand channel v (inside its braces).

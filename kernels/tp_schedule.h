@@ -141,8 +141,11 @@ struct ScheduleOptions {
   /// immediates. Unrolled bodies make NVRTC's time grow far faster than the code (high-l-6:
   /// minutes per module; l >= 7: tens of minutes). The largest instruction of MACE and NequIP
   /// models with l <= 3 has 42 non-zeros (nequip-benzene), so they stay unrolled; high-l-4 has
-  /// 97. -1: never loop; 0: loop every instruction (tests of the looped form on small problems).
-  int loop_cg_above = 48;
+  /// 97 and stays unrolled too: on the H200 its looped form ran 9x slower (forward float32
+  /// 4.6 ms against 0.52 ms unrolled, bench/NOTES.md) for a compile of ~20 s instead of ~60 s.
+  /// l >= 5 loops: unrolled, NVRTC takes 5 to 20+ minutes per module there.
+  /// -1: never loop; 0: loop every instruction (tests of the looped form on small problems).
+  int loop_cg_above = 100;
 };
 
 /// The whole module's schedule.

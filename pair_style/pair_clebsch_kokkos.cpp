@@ -575,7 +575,7 @@ void PairClebschKokkos<DeviceType>::exchange_reverse_kokkos(T *rows, int width)
 
 template <class DeviceType>
 int PairClebschKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_int_1d k_sendlist,
-                                                            DAT::tdual_double_1d &buf, int, int *)
+                                                            ClebschKokkosCommBuffer &buf, int, int *)
 {
   k_.d_sendlist = k_sendlist.template view<DeviceType>();
   k_.d_buf = buf.template view<DeviceType>();
@@ -584,7 +584,7 @@ int PairClebschKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_in
 
 template <class DeviceType>
 void PairClebschKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int first,
-                                                               DAT::tdual_double_1d &buf)
+                                                               ClebschKokkosCommBuffer &buf)
 {
   k_.first = first;
   k_.d_buf = buf.template view<DeviceType>();
@@ -593,7 +593,7 @@ void PairClebschKokkos<DeviceType>::unpack_forward_comm_kokkos(int n, int first,
 
 template <class DeviceType>
 int PairClebschKokkos<DeviceType>::pack_reverse_comm_kokkos(int n, int first,
-                                                            DAT::tdual_double_1d &buf)
+                                                            ClebschKokkosCommBuffer &buf)
 {
   k_.first = first;
   k_.d_buf = buf.template view<DeviceType>();
@@ -602,7 +602,7 @@ int PairClebschKokkos<DeviceType>::pack_reverse_comm_kokkos(int n, int first,
 
 template <class DeviceType>
 void PairClebschKokkos<DeviceType>::unpack_reverse_comm_kokkos(int n, DAT::tdual_int_1d k_sendlist,
-                                                               DAT::tdual_double_1d &buf)
+                                                               ClebschKokkosCommBuffer &buf)
 {
   k_.d_sendlist = k_sendlist.template view<DeviceType>();
   k_.d_buf = buf.template view<DeviceType>();
@@ -623,7 +623,7 @@ int PairClebschKokkos<DeviceType>::pack_forward_comm(int n, int *list, double *b
 {
   CLEBSCH_HOST_COMM_OR_FAIL()
   k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
-  k_.d_buf = typename AT::t_double_1d_um(buf, static_cast<size_t>(n) * k_.width);
+  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(buf, static_cast<size_t>(n) * k_.width);
   return run_pack_forward(n);
 }
 
@@ -632,7 +632,7 @@ void PairClebschKokkos<DeviceType>::unpack_forward_comm(int n, int first, double
 {
   CLEBSCH_HOST_COMM_OR_FAIL()
   k_.first = first;
-  k_.d_buf = typename AT::t_double_1d_um(buf, static_cast<size_t>(n) * k_.width);
+  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(buf, static_cast<size_t>(n) * k_.width);
   run_unpack_forward(n);
 }
 
@@ -641,7 +641,7 @@ int PairClebschKokkos<DeviceType>::pack_reverse_comm(int n, int first, double *b
 {
   CLEBSCH_HOST_COMM_OR_FAIL()
   k_.first = first;
-  k_.d_buf = typename AT::t_double_1d_um(
+  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(
       buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth));
   return run_pack_reverse(n);
 }
@@ -651,7 +651,7 @@ void PairClebschKokkos<DeviceType>::unpack_reverse_comm(int n, int *list, double
 {
   CLEBSCH_HOST_COMM_OR_FAIL()
   k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
-  k_.d_buf = typename AT::t_double_1d_um(
+  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(
       buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth));
   run_unpack_reverse(n);
 }

@@ -40,15 +40,26 @@ PairStyle(clebsch/kk/host,PairClebschKokkos<LMPHostType>);
 namespace LAMMPS_NS {
 
 // LAMMPS renamed its Kokkos precision types in September 2025 (KK_FLOAT, KK_ACC_FLOAT, transform
-// views for per-atom tallies, double buffers in the Kokkos pair communication); kokkos_type.h of
-// those versions defines one LMP_KOKKOS_*_* precision macro. Older versions (20250204: E_FLOAT
-// and F_FLOAT, DualViews, and a different pack_forward_comm_kokkos signature) are not supported.
+// views for per-atom tallies, double buffers in the Kokkos pair communication). Both APIs are
+// supported: cmake/ClebschLAMMPS.cmake defines CLEBSCH_LAMMPS_KOKKOS_LEGACY_API for the older one
+// (20250204: E_FLOAT/F_FLOAT DualViews, X_FLOAT communication buffers, double precision only).
+#ifdef CLEBSCH_LAMMPS_KOKKOS_LEGACY_API
+using ClebschKokkosEatomDual = DAT::tdual_efloat_1d;
+using ClebschKokkosVatomDual = DAT::tdual_virial_array;
+using ClebschKokkosCommBuffer = DAT::tdual_xfloat_1d;
+template <class DeviceType>
+using ClebschKokkosCommBufferUm = typename ArrayTypes<DeviceType>::t_xfloat_1d_um;
+#else
 #if !defined(LMP_KOKKOS_DOUBLE_DOUBLE) && !defined(LMP_KOKKOS_SINGLE_DOUBLE) && \
     !defined(LMP_KOKKOS_SINGLE_SINGLE)
-#error "clebsch/kk needs LAMMPS with the KOKKOS precision API (Sep 2025 or later, e.g. 20260704)"
+#error "LAMMPS's KOKKOS precision macro is missing: build through cmake/ClebschLAMMPS.cmake"
 #endif
 using ClebschKokkosEatomDual = DAT::ttransform_kkacc_1d;
 using ClebschKokkosVatomDual = DAT::ttransform_kkacc_1d_6;
+using ClebschKokkosCommBuffer = DAT::tdual_double_1d;
+template <class DeviceType>
+using ClebschKokkosCommBufferUm = typename ArrayTypes<DeviceType>::t_double_1d_um;
+#endif
 
 /// Kernels of clebsch/kk: every View and scalar a stage reads, one tag per stage.
 template <class DeviceType> struct ClebschKokkosKernels {
@@ -115,7 +126,7 @@ template <class DeviceType> struct ClebschKokkosKernels {
   Rows<double> d_rows_double;
   Rows<float> d_rows_float;
   Kokkos::View<int *, DeviceType, Kokkos::MemoryTraits<Kokkos::Unmanaged>> d_sendlist;
-  typename ArrayTypes<DeviceType>::t_double_1d_um d_buf;
+  ClebschKokkosCommBufferUm<DeviceType> d_buf;
   int width = 0, first = 0;
 
   int nlocal = 0, owners_only = 1, own_ghost_tally = 0;
@@ -161,10 +172,11 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   double init_one(int, int) override;
   double memory_usage() override;
 
-  int pack_forward_comm_kokkos(int, DAT::tdual_int_1d, DAT::tdual_double_1d &, int, int *) override;
-  void unpack_forward_comm_kokkos(int, int, DAT::tdual_double_1d &) override;
-  int pack_reverse_comm_kokkos(int, int, DAT::tdual_double_1d &) override;
-  void unpack_reverse_comm_kokkos(int, DAT::tdual_int_1d, DAT::tdual_double_1d &) override;
+  int pack_forward_comm_kokkos(int, DAT::tdual_int_1d, ClebschKokkosCommBuffer &, int,
+                               int *) override;
+  void unpack_forward_comm_kokkos(int, int, ClebschKokkosCommBuffer &) override;
+  int pack_reverse_comm_kokkos(int, int, ClebschKokkosCommBuffer &) override;
+  void unpack_reverse_comm_kokkos(int, DAT::tdual_int_1d, ClebschKokkosCommBuffer &) override;
   // LAMMPS's host communication path (clebsch/kk/host on a GPU build, or 'package kokkos
   // comm/pair/* host'): the same kernels on the host buffers.
   int pack_forward_comm(int, int *, double *, int, int *) override;
@@ -177,9 +189,11 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   template <typename T> void exchange_forward_kokkos(T *rows, int width);
   template <typename T> void exchange_reverse_kokkos(T *rows, int width);
 
+  /// The graph Views from LAMMPS's (public: CUDA forbids device lambdas in non-public members).
+  void build_graph_kokkos();
+
  protected:
   int gpu_ordinal() const override;
-  void build_graph_kokkos();
   void run_engine();
   void run_host_engine();
   void run_device_engine();

@@ -106,7 +106,8 @@ TEST(EmitConv, AccumulationModeIsACompileTimeConstant) {
 }
 
 // The looped CG form (ScheduleOptions::loop_cg_above): off for small instructions by default,
-// forced on or off by the knob, one table pair per instruction, no coefficient immediates.
+// forced on or off by the knob, one table pair per instruction and index (i, j, k), no
+// coefficient immediates.
 TEST(EmitConv, LoopedFormFollowsTheThreshold) {
   const TpProblem p = small_problem(DType::kFloat64, Accumulation::kAtomic);
   EXPECT_EQ(emit(p).find("kCgIjk"), std::string::npos);
@@ -117,8 +118,10 @@ TEST(EmitConv, LoopedFormFollowsTheThreshold) {
   EXPECT_NE(src.find("#pragma unroll 1"), std::string::npos);
   for (std::size_t n = 0; n < p.paths().size(); ++n)
     if (!p.paths()[n].cg.empty()) {
-      EXPECT_NE(src.find("kCgIjk" + std::to_string(n) + "["), std::string::npos) << n;
-      EXPECT_NE(src.find("kCgC" + std::to_string(n) + "["), std::string::npos) << n;
+      for (const char* axis : {"i", "j", "k"}) {
+        EXPECT_NE(src.find("kCgIjk" + std::to_string(n) + axis + "["), std::string::npos) << n;
+        EXPECT_NE(src.find("kCgC" + std::to_string(n) + axis + "["), std::string::npos) << n;
+      }
     }
   // The coefficients are table entries, exact literals of the type, not madd immediates.
   for (const TpPath& path : p.paths())
@@ -126,9 +129,15 @@ TEST(EmitConv, LoopedFormFollowsTheThreshold) {
       EXPECT_EQ(src.find("madd(" + emit_literal(e.c, DType::kFloat64) + ","), std::string::npos);
 }
 
-TEST(EmitConv, HighLModulesAreLoopedUnlessDisabled) {
-  const TensorProduct tp = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e"),
+// l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops.
+TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {
+  const TensorProduct l4 = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e"),
                                                Irreps("0e+1o+2e+3o+4e"), Irreps("4x4e"));
+  EXPECT_EQ(emit(TpProblem::from_tensor_product(l4, DType::kFloat32, Accumulation::kAtomic))
+                .find("kCgIjk"),
+            std::string::npos);
+  const TensorProduct tp = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e+4x5o"),
+                                               Irreps("0e+1o+2e+3o+4e+5o"), Irreps("4x5o"));
   const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic);
   EXPECT_NE(emit(p).find("kCgIjk"), std::string::npos);
   ScheduleOptions unrolled;
