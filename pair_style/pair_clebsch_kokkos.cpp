@@ -609,53 +609,81 @@ void PairClebschKokkos<DeviceType>::unpack_reverse_comm_kokkos(int n, DAT::tdual
   run_unpack_reverse(n);
 }
 
-// The host path wraps LAMMPS's host buffers in unmanaged Views; only valid where the host can
-// address DeviceType's memory (the rows and tallies live there).
-#define CLEBSCH_HOST_COMM_OR_FAIL()                                        \
-  if constexpr (!kHostReadable<DeviceType>)                                \
-    error->one(                                                            \
-        FLERR,                                                             \
-        "Pair style clebsch/kk: host communication of device data is not " \
-        "supported; use 'package kokkos comm/pair/forward device comm/pair/reverse device'");
+// LAMMPS's host communication path (no GPU-aware MPI, 'package kokkos comm/pair/* host', or
+// clebsch/kk/host): the same kernels. Where the host can address DeviceType's memory they run on
+// LAMMPS's buffers in place; on a GPU the send list and the buffer are staged through device
+// copies (host_list_on_device / buffer_on_device), since the rows and tallies live there.
+template <class DeviceType> void PairClebschKokkos<DeviceType>::host_list_on_device(int *list, int n)
+{
+  if constexpr (kHostReadable<DeviceType>) {
+    k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
+  } else {
+    grow(d_stage_list_, static_cast<size_t>(n), "clebsch:stage_list");
+    Kokkos::deep_copy(Kokkos::subview(d_stage_list_, std::make_pair(0, n)),
+                      Kokkos::View<const int *, Kokkos::HostSpace,
+                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>(list, n));
+    k_.d_sendlist = decltype(k_.d_sendlist)(d_stage_list_.data(), n);
+  }
+}
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::buffer_on_device(double *buf, size_t count, bool copy_in)
+{
+  if constexpr (kHostReadable<DeviceType>) {
+    k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(buf, count);
+  } else {
+    grow(d_stage_buf_, count, "clebsch:stage_buffer");
+    k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(d_stage_buf_.data(), count);
+    if (copy_in)
+      Kokkos::deep_copy(k_.d_buf, ClebschKokkosCommBufferUm<LMPHostType>(buf, count));
+  }
+}
+
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::buffer_to_host(double *buf, size_t count)
+{
+  if constexpr (!kHostReadable<DeviceType>)
+    Kokkos::deep_copy(ClebschKokkosCommBufferUm<LMPHostType>(buf, count),
+                      Kokkos::subview(k_.d_buf, std::make_pair(size_t(0), count)));
+}
 
 template <class DeviceType>
 int PairClebschKokkos<DeviceType>::pack_forward_comm(int n, int *list, double *buf, int, int *)
 {
-  CLEBSCH_HOST_COMM_OR_FAIL()
-  k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
-  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(buf, static_cast<size_t>(n) * k_.width);
-  return run_pack_forward(n);
+  host_list_on_device(list, n);
+  buffer_on_device(buf, static_cast<size_t>(n) * k_.width, false);
+  const int m = run_pack_forward(n);
+  buffer_to_host(buf, m);
+  return m;
 }
 
 template <class DeviceType>
 void PairClebschKokkos<DeviceType>::unpack_forward_comm(int n, int first, double *buf)
 {
-  CLEBSCH_HOST_COMM_OR_FAIL()
   k_.first = first;
-  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(buf, static_cast<size_t>(n) * k_.width);
+  buffer_on_device(buf, static_cast<size_t>(n) * k_.width, true);
   run_unpack_forward(n);
 }
 
 template <class DeviceType>
 int PairClebschKokkos<DeviceType>::pack_reverse_comm(int n, int first, double *buf)
 {
-  CLEBSCH_HOST_COMM_OR_FAIL()
   k_.first = first;
-  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(
-      buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth));
-  return run_pack_reverse(n);
+  buffer_on_device(buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth),
+                   false);
+  const int m = run_pack_reverse(n);
+  buffer_to_host(buf, m);
+  return m;
 }
 
 template <class DeviceType>
 void PairClebschKokkos<DeviceType>::unpack_reverse_comm(int n, int *list, double *buf)
 {
-  CLEBSCH_HOST_COMM_OR_FAIL()
-  k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
-  k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(
-      buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth));
+  host_list_on_device(list, n);
+  buffer_on_device(buf, static_cast<size_t>(n) * std::max(k_.width, clebsch_pair::kGhostTallyWidth),
+                   true);
   run_unpack_reverse(n);
 }
-#undef CLEBSCH_HOST_COMM_OR_FAIL
 
 template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_forward(int n)
 {

@@ -177,8 +177,8 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   void unpack_forward_comm_kokkos(int, int, ClebschKokkosCommBuffer &) override;
   int pack_reverse_comm_kokkos(int, int, ClebschKokkosCommBuffer &) override;
   void unpack_reverse_comm_kokkos(int, DAT::tdual_int_1d, ClebschKokkosCommBuffer &) override;
-  // LAMMPS's host communication path (clebsch/kk/host on a GPU build, or 'package kokkos
-  // comm/pair/* host'): the same kernels on the host buffers.
+  // LAMMPS's host communication path (no GPU-aware MPI, clebsch/kk/host on a GPU build, or
+  // 'package kokkos comm/pair/* host'): the same kernels, staged through device copies on a GPU.
   int pack_forward_comm(int, int *, double *, int, int *) override;
   void unpack_forward_comm(int, int, double *) override;
   int pack_reverse_comm(int, int, double *) override;
@@ -205,9 +205,15 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   int run_pack_reverse(int n);
   void run_unpack_reverse(int n);
   template <class View> void grow(View &view, size_t n, const char *label);
+  void host_list_on_device(int *list, int n);
+  void buffer_on_device(double *buf, size_t count, bool copy_in);
+  void buffer_to_host(double *buf, size_t count);
 
   Kernels k_;
   Kokkos::View<double, DeviceType> d_energy_;    // the device engine's total energy
+  // Device copies of LAMMPS's host send list and buffer (host communication path on a GPU).
+  Kokkos::View<int *, DeviceType> d_stage_list_;
+  Kokkos::View<double *, DeviceType> d_stage_buf_;
   ClebschKokkosEatomDual k_eatom;
   ClebschKokkosVatomDual k_vatom;
   int nedges_ = 0;
