@@ -354,18 +354,27 @@ template <class DeviceType> bool PairClebschKokkos<DeviceType>::engine_reads_vie
   return engine->backend().emulated() == kHostReadable<DeviceType>;
 }
 
-template <class DeviceType> void PairClebschKokkos<DeviceType>::run_device_engine()
+// The graph Views as the engine's graph (AtomGraph or DeviceAtomGraph: the same fields).
+template <class DeviceType>
+template <class Graph>
+Graph PairClebschKokkos<DeviceType>::graph_of_views() const
 {
-  auto &engine = *static_cast<clebsch::cuda::CudaEngine *>(engine_.get());
-  const int nlocal = atom->nlocal;
-  clebsch::cuda::DeviceAtomGraph graph;
-  graph.num_local = nlocal;
+  Graph graph;
+  graph.num_local = atom->nlocal;
   graph.num_nodes = nnodes_;
   graph.species = k_.d_species.data();
   graph.num_edges = nedges_;
   graph.center = k_.d_center.data();
   graph.neighbor = k_.d_neighbor.data();
   graph.vector = k_.d_vector.data();
+  return graph;
+}
+
+template <class DeviceType> void PairClebschKokkos<DeviceType>::run_device_engine()
+{
+  auto &engine = *static_cast<clebsch::cuda::CudaEngine *>(engine_.get());
+  const int nlocal = atom->nlocal;
+  const auto graph = graph_of_views<clebsch::cuda::DeviceAtomGraph>();
   if (eflag_atom) grow(k_.d_atom_energy, nlocal, "clebsch:atom_energy");
   if (!d_energy_.data()) d_energy_ = Kokkos::View<double, DeviceType>("clebsch:energy");
   clebsch::cuda::DeviceResult result;
@@ -390,14 +399,7 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_device_engin
 template <class DeviceType> void PairClebschKokkos<DeviceType>::run_host_engine()
 {
   // The engine's host interface on the Views in place (their memory is host memory here).
-  clebsch::AtomGraph graph;
-  graph.num_local = atom->nlocal;
-  graph.num_nodes = nnodes_;
-  graph.species = k_.d_species.data();
-  graph.num_edges = nedges_;
-  graph.center = k_.d_center.data();
-  graph.neighbor = k_.d_neighbor.data();
-  graph.vector = k_.d_vector.data();
+  const auto graph = graph_of_views<clebsch::AtomGraph>();
   Kokkos::fence();
 
   clebsch::EngineResult result;

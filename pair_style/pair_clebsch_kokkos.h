@@ -198,6 +198,7 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   void run_host_engine();
   void run_device_engine();
   bool engine_reads_views() const;
+  template <class Graph> Graph graph_of_views() const;
   void tally_kokkos(double energy);
   void comm_kokkos(bool forward, int width);
   int run_pack_forward(int n);
