@@ -160,7 +160,8 @@ class MaceCuda final : public CudaEngine {
   // --- per call ---
   std::size_t N_ = 0, L_ = 0, E_ = 0;
   const int* d_species_ = nullptr;
-  DeviceArray<int> perm_, centre_, sender_, centre_ptr_, sender_ptr_, by_sender_, species_buf_;
+  DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
+  DeviceArray<int> species_buf_;
   DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
   DeviceArray<unsigned long long> status_;
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, Air_, B_, ones_;
@@ -185,9 +186,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   zbl_ = m.pair_repulsion.has_value();
   scale_ = m.scale, shift_ = m.shift;
   r_max_pairs_ = model.r_max_pairs;
-  for (auto* a : {&perm_, &centre_, &sender_, &centre_ptr_, &sender_ptr_, &by_sender_,
-                  &species_buf_})
-    a->bind(b);
+  edges_.bind(b);
+  species_buf_.bind(b);
   for (auto* a : {&vector_buf_, &zbl_edge_, &zbl_atom_, &energy_acc_, &atom_energy_,
                   &edge_grad_, &e0_, &d_r_max_pairs_})
     a->bind(b);
@@ -381,14 +381,7 @@ void MaceCuda<T, G>::build_orderings(std::size_t E, const int* center, const int
                                      Stream s) {
   // The host engine's edge order (by centre, stable), so that sums run in the host's order.
   const EdgeOrderings o = order_edges_by_centre(L_, N_, E, center, neighbor);
-  perm_.upload(o.perm, s);
-  centre_.upload(o.centre, s);
-  sender_.upload(o.sender, s);
-  centre_ptr_.upload(o.centre_ptr, s);
-  sender_ptr_.upload(o.sender_ptr, s);
-  by_sender_.upload(o.by_sender, s);
-  // The uploads read host vectors that die here: let them complete.
-  backend_->synchronize(s);
+  edges_.upload(o, *backend_, s);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -477,9 +470,9 @@ ConvBuffers MaceCuda<T, G>::conv_buffers(const Layer<T>& Lp) const {
   b.num_senders = static_cast<std::int64_t>(N_);
   b.num_receivers = static_cast<std::int64_t>(L_);
   b.num_edges = static_cast<std::int64_t>(E_);
-  b.sender = sender_.data(), b.receiver = centre_.data();
-  b.receiver_ptr = centre_ptr_.data(), b.receiver_order = nullptr;
-  b.sender_ptr = sender_ptr_.data(), b.sender_order = by_sender_.data();
+  b.sender = edges_.sender.data(), b.receiver = edges_.centre.data();
+  b.receiver_ptr = edges_.centre_ptr.data(), b.receiver_order = nullptr;
+  b.sender_ptr = edges_.sender_ptr.data(), b.sender_order = edges_.by_sender.data();
   b.x = Lp.hu.data();
   b.y = Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data();
   b.w = apply_cutoff_ ? Lp.W.data() : Lp.Wf.data();
@@ -500,8 +493,8 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   zbl_edge_.resize(zbl_ ? E_ : 0);
   zbl_atom_.resize(zbl_ ? L_ : 0);
   MaceEdgeArgs ea{};
-  ea.vector = d_vector, ea.perm = perm_.data(), ea.centre = centre_.data();
-  ea.sender = sender_.data(), ea.species = d_species, ea.r_max_pairs = d_r_max_pairs_.data();
+  ea.vector = d_vector, ea.perm = edges_.perm.data(), ea.centre = edges_.centre.data();
+  ea.sender = edges_.sender.data(), ea.species = d_species, ea.r_max_pairs = d_r_max_pairs_.data();
   ea.Y = Y_.data(), ea.ef = ef_.data(), ea.fc = apply_cutoff_ ? nullptr : fc_.data();
   ea.zbl = zbl_ ? zbl_edge_.data() : nullptr;
   ea.status = status_.data();
@@ -511,7 +504,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   phase("edge geometry", s);
   if (zbl_)
     gk_->segment_sum(DType::kFloat64, DType::kFloat64,
-                     SegmentSumArgs{zbl_edge_.data(), zbl_atom_.data(), centre_ptr_.data(), L, 1,
+                     SegmentSumArgs{zbl_edge_.data(), zbl_atom_.data(), edges_.centre_ptr.data(), L, 1,
                                     0, 0},
                      s);
   energy_acc_.resize(L_);
@@ -597,7 +590,7 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
     d.num_edges = E;
     b.launch(*k_dens_fwd_, grid_for(E), s, d);
     gk_->segment_sum(dt_, dt_,
-                     SegmentSumArgs{Lp.dedge.data(), Lp.dens.data(), centre_ptr_.data(), L, 1, 0,
+                     SegmentSumArgs{Lp.dedge.data(), Lp.dens.data(), edges_.centre_ptr.data(), L, 1, 0,
                                     0},
                      s);
   }
@@ -802,7 +795,7 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     grho_.resize(E_);
     MaceDensityArgs d{};
     d.rho = Lp.rho.data(), d.fc = apply_cutoff_ ? nullptr : fc_.data();
-    d.gdens = gdens_.data(), d.centre = centre_.data(), d.grho = grho_.data();
+    d.gdens = gdens_.data(), d.centre = edges_.centre.data(), d.grho = grho_.data();
     d.gF = apply_cutoff_ ? nullptr : gF_.data(), d.num_edges = E;
     b.launch(*k_dens_bwd_, grid_for(E), s, d);
     Lp.density_mlp.backward(*gk_, E, grho_.data(), gef_.data(), s);

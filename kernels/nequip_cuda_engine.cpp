@@ -123,7 +123,8 @@ class NequipCuda final : public CudaEngine {
   // --- per call ---
   std::size_t N_ = 0, L_ = 0, E_ = 0;
   const int* d_species_ = nullptr;
-  DeviceArray<int> perm_, centre_, sender_, centre_ptr_, sender_ptr_, by_sender_, species_buf_;
+  DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
+  DeviceArray<int> species_buf_;
   DeviceArray<double> vector_buf_, atom_energy_, edge_grad_, d_r_max_pairs_;
   DeviceArray<unsigned long long> status_;
   DeviceArray<T> Y_, emb_, h_, h_next_, node_c_, message_, e_net_, seed_;
@@ -145,9 +146,8 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   emb_dim_ = m.embedding_dim;
   zbl_ = m.pair_potential.has_value();
   limits_ = {S_, model.r_max_pairs, host_.species()};
-  for (auto* a : {&perm_, &centre_, &sender_, &centre_ptr_, &sender_ptr_, &by_sender_,
-                  &species_buf_})
-    a->bind(b);
+  edges_.bind(b);
+  species_buf_.bind(b);
   for (auto* a : {&vector_buf_, &atom_energy_, &edge_grad_, &d_r_max_pairs_}) a->bind(b);
   status_.bind(b);
   for (auto* a : {&Y_, &emb_, &h_, &h_next_, &node_c_, &message_, &e_net_, &seed_, &gh_, &gh_in_,
@@ -208,13 +208,7 @@ template <class T, class G>
 void NequipCuda<T, G>::build_orderings(const int* center, const int* neighbor, Stream s) {
   // The host engine's edge order (by centre, stable), as its by_center sums.
   const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor);
-  perm_.upload(o.perm, s);
-  centre_.upload(o.centre, s);
-  sender_.upload(o.sender, s);
-  centre_ptr_.upload(o.centre_ptr, s);
-  sender_ptr_.upload(o.sender_ptr, s);
-  by_sender_.upload(o.by_sender, s);
-  backend_->synchronize(s);  // the uploads read host vectors that die here
+  edges_.upload(o, *backend_, s);
 }
 
 template <class T, class G>
@@ -294,9 +288,9 @@ ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L) const {
   c.num_senders = static_cast<std::int64_t>(N_);
   c.num_receivers = static_cast<std::int64_t>(L_);
   c.num_edges = static_cast<std::int64_t>(E_);
-  c.sender = sender_.data(), c.receiver = centre_.data();
-  c.receiver_ptr = centre_ptr_.data(), c.receiver_order = nullptr;
-  c.sender_ptr = sender_ptr_.data(), c.sender_order = by_sender_.data();
+  c.sender = edges_.sender.data(), c.receiver = edges_.centre.data();
+  c.receiver_ptr = edges_.centre_ptr.data(), c.receiver_order = nullptr;
+  c.sender_ptr = edges_.sender_ptr.data(), c.sender_order = edges_.by_sender.data();
   c.x = L.x.data(), c.y = Y_.data(), c.w = L.W.data();
   return c;
 }
@@ -327,8 +321,8 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
   size_at_least_one(zbl_edge_, zbl_ ? E_ : 0);
   size_at_least_one(zbl_node_, zbl_ ? L_ : 0);
   NequipEdgeArgs ea{};
-  ea.vector = d_vector, ea.perm = perm_.data(), ea.centre = centre_.data();
-  ea.neighbour = sender_.data(), ea.species = d_species;
+  ea.vector = d_vector, ea.perm = edges_.perm.data(), ea.centre = edges_.centre.data();
+  ea.neighbour = edges_.sender.data(), ea.species = d_species;
   ea.Y = Y_.data(), ea.emb = emb_.data(), ea.zbl = zbl_edge_.data();
   ea.num_edges = E;
   if (check_geometry) {
@@ -339,7 +333,7 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
   b.launch(*k_geometry_, grid_for(E), s, ea);
   if (zbl_)
     gk_->segment_sum(dg_, dg_,
-                     SegmentSumArgs{zbl_edge_.data(), zbl_node_.data(), centre_ptr_.data(), L, 1,
+                     SegmentSumArgs{zbl_edge_.data(), zbl_node_.data(), edges_.centre_ptr.data(), L, 1,
                                     0, 0},
                      s);
 

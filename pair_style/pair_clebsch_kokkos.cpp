@@ -687,29 +687,26 @@ void PairClebschKokkos<DeviceType>::unpack_reverse_comm(int n, int *list, double
   run_unpack_reverse(n);
 }
 
-template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_forward(int n)
+// One row kernel over the n entries of a swap, in the type of the rows being exchanged.
+template <class DeviceType>
+template <template <typename> class Tag>
+void PairClebschKokkos<DeviceType>::for_rows(int n)
 {
   if (comm_mode_ == CommMode::kFeaturesDouble)
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<double>>(0, n),
-        k_);
+    Kokkos::parallel_for(Kokkos::RangePolicy<DeviceType, Tag<double>>(0, n), k_);
   else
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackForward<float>>(0, n),
-        k_);
+    Kokkos::parallel_for(Kokkos::RangePolicy<DeviceType, Tag<float>>(0, n), k_);
+}
+
+template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_forward(int n)
+{
+  for_rows<Kernels::template TagPackForward>(n);
   return n * k_.width;
 }
 
 template <class DeviceType> void PairClebschKokkos<DeviceType>::run_unpack_forward(int n)
 {
-  if (comm_mode_ == CommMode::kFeaturesDouble)
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackForward<double>>(0, n),
-        k_);
-  else
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackForward<float>>(0, n),
-        k_);
+  for_rows<Kernels::template TagUnpackForward>(n);
 }
 
 template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_reverse(int n)
@@ -719,14 +716,7 @@ template <class DeviceType> int PairClebschKokkos<DeviceType>::run_pack_reverse(
         Kokkos::RangePolicy<DeviceType, typename Kernels::TagPackReverseTally>(0, n), k_);
     return n * clebsch_pair::kGhostTallyWidth;
   }
-  if (comm_mode_ == CommMode::kFeaturesDouble)
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<double>>(0, n),
-        k_);
-  else
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagPackReverse<float>>(0, n),
-        k_);
+  for_rows<Kernels::template TagPackReverse>(n);
   return n * k_.width;
 }
 
@@ -736,14 +726,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_unpack_rever
   if (comm_mode_ == CommMode::kGhostTally)
     Kokkos::parallel_for(
         Kokkos::RangePolicy<DeviceType, typename Kernels::TagUnpackReverseTally>(0, n), k_);
-  else if (comm_mode_ == CommMode::kFeaturesDouble)
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackReverse<double>>(0, n),
-        k_);
   else
-    Kokkos::parallel_for(
-        Kokkos::RangePolicy<DeviceType, typename Kernels::template TagUnpackReverse<float>>(0, n),
-        k_);
+    for_rows<Kernels::template TagUnpackReverse>(n);
 }
 
 template <class DeviceType>

@@ -201,6 +201,7 @@ template <class DeviceType> class PairClebschKokkos : public PairClebsch, public
   template <class Graph> Graph graph_of_views() const;
   void tally_kokkos(double energy);
   void comm_kokkos(bool forward, int width);
+  template <template <typename> class Tag> void for_rows(int n);
   int run_pack_forward(int n);
   void run_unpack_forward(int n);
   int run_pack_reverse(int n);
