@@ -14,7 +14,10 @@
 //
 //   bench_mace_model --model m.safetensors --structure s.safetensors [--engine host,cuda]
 //                    [--precision fp64,fp32,mixed] [--repeat 10] [--warmup 2]
-//                    [--forces-out PREFIX] [--atomic]
+//                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
+//
+// --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
+// edge_batch; 0, the default, lets the engine choose).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -62,6 +65,7 @@ struct Options {
   std::vector<Precision> precisions{Precision::kFloat64};
   int repeat = 10, warmup = 2;
   bool deterministic = true;  // the CUDA engine's default: bitwise reproducible
+  std::size_t edge_batch = 0;
 
   static std::vector<std::string> split(const std::string& text) {
     std::vector<std::string> out;
@@ -85,6 +89,7 @@ struct Options {
       else if (a == "--repeat") o.repeat = std::stoi(next());
       else if (a == "--warmup") o.warmup = std::stoi(next());
       else if (a == "--atomic") o.deterministic = false;
+      else if (a == "--edge-batch") o.edge_batch = std::stoull(next());
       else if (a == "--engine") o.engines = split(next());
       else if (a == "--precision") {
         o.precisions.clear();
@@ -105,15 +110,16 @@ struct Options {
 
 // The one place that knows how the CUDA engine is made.
 std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision precision,
-                                  bool deterministic) {
+                                  const Options& opt) {
 #if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
   clebsch::cuda::CudaEngineOptions options;
-  options.deterministic = deterministic;
+  options.deterministic = opt.deterministic;
+  options.edge_batch = opt.edge_batch;
   return clebsch::cuda::make_cuda_engine(model, precision, options);
 #else
   (void)model;
   (void)precision;
-  (void)deterministic;
+  (void)opt;
   throw clebsch::Error(
 #if defined(CLEBSCH_BENCH_CUDA)
       "engine cuda: kernels/ has no CUDA engine header yet (cuda_engine.h); rebuild once "
@@ -126,9 +132,9 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
 }
 
 std::unique_ptr<Engine> make_engine(const std::string& kind, const clebsch::model::Model& model,
-                                    Precision precision, bool deterministic) {
+                                    Precision precision, const Options& opt) {
   if (kind == "host") return std::make_unique<clebsch::MaceEngine>(model, precision);
-  return make_cuda(model, precision, deterministic);
+  return make_cuda(model, precision, opt);
 }
 
 // Device memory in use (total - free) on the current context, sampled on a second thread.
@@ -211,7 +217,7 @@ int main(int argc, char** argv) try {
         // Constructing the sampler makes the context current first, so the baseline holds it.
         DeviceMemorySampler memory(kind == "cuda");
         const auto t0 = std::chrono::steady_clock::now();
-        std::unique_ptr<Engine> engine = make_engine(kind, model, p, opt.deterministic);
+        std::unique_ptr<Engine> engine = make_engine(kind, model, p, opt);
         EngineResult r;
         engine->compute(ag, r, nullptr);  // the first call may compile or load kernels
         j["setup_s"] = seconds_since(t0);

@@ -73,6 +73,13 @@ class DeviceArray {
     backend_->memset(ptr_, 0xff, size_ * sizeof(T), stream);
   }
 
+  /// Frees the allocation (size and capacity 0), for a working set that a call stops needing.
+  void release() {
+    if (ptr_) backend_->free(ptr_);
+    ptr_ = nullptr;
+    size_ = capacity_ = 0;
+  }
+
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }
   std::size_t size() const { return size_; }
@@ -80,11 +87,6 @@ class DeviceArray {
   std::size_t capacity_bytes() const { return capacity_ * sizeof(T); }
 
  private:
-  void release() {
-    if (ptr_) backend_->free(ptr_);
-    ptr_ = nullptr;
-    size_ = capacity_ = 0;
-  }
   DeviceBackend* backend_ = nullptr;
   T* ptr_ = nullptr;
   std::size_t size_ = 0, capacity_ = 0;

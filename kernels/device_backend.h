@@ -74,6 +74,9 @@ struct BackendLimits {
   int max_shared_per_block = 227 * 1024;
   int max_shared_per_sm = 228 * 1024;
   int max_threads_per_block = 1024;
+  /// Device memory in bytes, what the engines size their per-edge working sets by (the
+  /// emulated backend reports a nominal 1 GiB).
+  std::size_t memory_bytes = std::size_t(1) << 30;
 };
 
 /// Memory, modules and launches on one device (see the file comment). Not thread-safe.

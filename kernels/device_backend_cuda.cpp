@@ -84,6 +84,11 @@ class CudaBackend final : public DeviceBackend {
     limits_.max_shared_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
     limits_.max_shared_per_sm = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
     limits_.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    {
+      std::size_t free_bytes = 0, total_bytes = 0;
+      check(d->MemGetInfo(&free_bytes, &total_bytes), "cuMemGetInfo");
+      limits_.memory_bytes = total_bytes;
+    }
     char buf[256] = {0};
     check(d->DeviceGetName(buf, sizeof buf - 1, dev), "cuDeviceGetName");
     name_ = "cuda:" + std::to_string(ordinal) + " " + buf + " (sm_" +

@@ -108,6 +108,22 @@ void DeviceMlp<T>::backward(const GenericKernels& gk, long long rows, T* gy, T* 
   }
 }
 
+template <class T>
+std::size_t DeviceMlp<T>::scratch_per_row() const {
+  std::size_t n = 2 * static_cast<std::size_t>(max_hidden_);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const bool last = l + 1 == layers_.size();
+    n += static_cast<std::size_t>(layers_[l].h_out) * ((layers_[l].has_act ? 1 : 0) + (last ? 0 : 1));
+  }
+  return n;
+}
+
+template <class T>
+void DeviceMlp<T>::release_scratch() {
+  for (Layer& L : layers_) L.z.release(), L.a.release();
+  g0_.release(), g1_.release();
+}
+
 template class DeviceMlp<float>;
 template class DeviceMlp<double>;
 

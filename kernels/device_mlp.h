@@ -30,6 +30,10 @@ class DeviceMlp {
   void forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s);
   /// gx[rows][dim_in] = (dy/dx)^T gy, for the rows of the last forward(); @p gy is clobbered.
   void backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s);
+  /// Values per row that forward() and backward() keep in scratch (for memory budgets).
+  std::size_t scratch_per_row() const;
+  /// Frees the scratch (the next forward() allocates it again for its rows).
+  void release_scratch();
 
  private:
   struct Layer {

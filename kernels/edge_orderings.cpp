@@ -1,12 +1,13 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// Counting sorts of the edges by centre and by sender (see edge_orderings.h).
+// Counting sorts of the edges by centre and, per batch, by sender (see edge_orderings.h).
 #include "edge_orderings.h"
 
 namespace clebsch::cuda {
 
 EdgeOrderings order_edges_by_centre(std::size_t num_local, std::size_t num_nodes,
-                                    std::size_t num_edges, const int* center, const int* neighbor) {
+                                    std::size_t num_edges, const int* center, const int* neighbor,
+                                    std::size_t max_batch_edges) {
   const std::size_t L = num_local, N = num_nodes, E = num_edges;
   EdgeOrderings o;
   // Stable by centre, as the host engines' by-centre sums, so that a centre's edges are
@@ -24,13 +25,37 @@ EdgeOrderings order_edges_by_centre(std::size_t num_local, std::size_t num_nodes
       o.sender[q] = neighbor[e];
     }
   }
-  o.sender_ptr.assign(N + 1, 0);
+  // Batches of whole centres, greedily up to max_batch_edges edges.
+  const std::size_t cap = max_batch_edges == 0 ? E : max_batch_edges;
+  o.batch_centre.assign(1, 0);
+  o.batch_edge.assign(1, 0);
+  for (std::size_t r = 0; r < L; ++r) {
+    const std::size_t begin = static_cast<std::size_t>(o.batch_edge.back());
+    const bool full = static_cast<std::size_t>(o.centre_ptr[r + 1]) - begin > cap;
+    if (full && static_cast<int>(r) > o.batch_centre.back()) {
+      o.batch_centre.push_back(static_cast<int>(r));
+      o.batch_edge.push_back(o.centre_ptr[r]);
+    }
+  }
+  o.batch_centre.push_back(static_cast<int>(L));
+  o.batch_edge.push_back(static_cast<int>(E));
+  const std::size_t B = o.num_batches();
+  o.local_centre.resize(E);
+  o.local_centre_ptr.resize(L + B);
+  o.sender_ptr.assign(B * (N + 1), 0);
   o.by_sender.resize(E);
-  for (std::size_t q = 0; q < E; ++q) ++o.sender_ptr[o.sender[q] + 1];
-  for (std::size_t i = 0; i < N; ++i) o.sender_ptr[i + 1] += o.sender_ptr[i];
-  {
-    std::vector<int> next(o.sender_ptr.begin(), o.sender_ptr.end() - 1);
-    for (std::size_t q = 0; q < E; ++q) o.by_sender[next[o.sender[q]]++] = static_cast<int>(q);
+  for (std::size_t b = 0; b < B; ++b) {
+    const int r0 = o.batch_centre[b], r1 = o.batch_centre[b + 1];
+    const int e0 = o.batch_edge[b], e1 = o.batch_edge[b + 1];
+    for (int r = r0; r <= r1; ++r) o.local_centre_ptr[b + r] = o.centre_ptr[r] - e0;
+    int* ptr = o.sender_ptr.data() + b * (N + 1);
+    for (int q = e0; q < e1; ++q) {
+      o.local_centre[q] = o.centre[q] - r0;
+      ++ptr[o.sender[q] + 1];
+    }
+    for (std::size_t i = 0; i < N; ++i) ptr[i + 1] += ptr[i];
+    std::vector<int> next(ptr, ptr + N);
+    for (int q = e0; q < e1; ++q) o.by_sender[e0 + next[o.sender[q]]++] = q - e0;
   }
   return o;
 }

@@ -749,7 +749,9 @@ class ModuleEmitter {
         const std::string at =
             "o[" + str(b.offset) + " + u * " + str(b.dim()) + " + " + str(i) + "]";
         const std::string v = "gx[" + str(gx_base[a] + i) + "]";
-        w(at + (gx_first[a] ? " = " + v + ";" : " += " + v + ";"));
+        // A first writer stores, unless the caller accumulates batches of edges into grad_x.
+        w(at + (gx_first[a] ? " = a.accumulate_grad_x ? " + at + " + " + v + " : " + v + ";"
+                            : " += " + v + ";"));
       }
     }
     w.close();
@@ -820,7 +822,7 @@ class ModuleEmitter {
     for (std::size_t blk = 0; blk < p_.in2().size(); ++blk)
       any_y |= !in2_touched[blk] && p_.in2()[blk].mul > 0;
     if (last && any_x && p_.accumulation() == Accumulation::kDeterministic) {
-      w.open("if (a.grad_x) {");
+      w.open("if (a.grad_x && !a.accumulate_grad_x) {");
       w("real* o = (real*)a.grad_x + work.row * kDim1;");
       for (std::size_t blk = 0; blk < p_.in1().size(); ++blk) {
         const TpBlock& b = p_.in1()[blk];

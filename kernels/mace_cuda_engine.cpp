@@ -10,10 +10,14 @@
 // backward layer by layer down to dE/dY, dE/d(radial features), dE/dcutoff, from which
 // mace_edge_gradient makes dE/dvector. Rows are in e3nn's mul_ir layout throughout.
 //
-// Unlike the host engine, per-edge MLP outputs are stored for all edges of a layer between its
-// forward and backward (E x weight_numel per layer); at the sizes one GPU runs this is the
-// simpler trade (no recomputation) and the first place to save memory later (fuse the last MLP
-// layer into the convolution, kernels.md).
+// The per-edge weight stage (radial MLP -> convolution) runs in batches of whole centres
+// (edge_orderings.h). With one batch (while the weights of every layer fit the budget,
+// CudaEngineOptions::edge_batch) each layer's weights W (E x weight_numel) and MLP activations
+// are kept from its forward for its backward, as before. With several, a batch's weights live
+// only while the batch is convolved, and the backward computes them again: one MLP forward more
+// per layer, for memory that no longer grows with E times the weight count (which is what
+// limited the system size on one GPU: 29 GB per 10,000 atoms of a MACE-MP-0-medium-sized model
+// in float64 before).
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() validates the host graph with
@@ -111,6 +115,11 @@ class MaceCuda final : public CudaEngine {
   void validate_vectors(std::size_t num_edges, const int* species, const int* center,
                         const int* neighbor, const double* vector) const;
   void build_orderings(std::size_t E, const int* center, const int* neighbor, Stream s);
+  // Edges per batch of the weight stage for E edges (0: one batch).
+  std::size_t batch_edges(std::size_t E) const;
+  // The weights of batch @p b of layer t into wb (and the cut ones into wfb); returns the
+  // convolution's weights.
+  const T* batch_weights(int t, std::size_t b, DeviceArray<T>& wb, DeviceArray<T>& wfb, Stream s);
   // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
   void run(const int* d_species, const double* d_vector, double* atom_energy,
            double* edge_gradient, GhostExchange* exchange, Stream s);
@@ -122,7 +131,7 @@ class MaceCuda final : public CudaEngine {
   void readouts_backward(int t, Stream s);
   void edge_backward(int t, Stream s);
   void backward_tail(int t, GhostExchange* exchange, Stream s);
-  ConvBuffers conv_buffers(const Layer<T>& Lp) const;
+  ConvBuffers conv_buffers(const Layer<T>& Lp, std::size_t batch, const T* w) const;
   // Profiling (CudaEngineOptions::profile): ends the current phase.
   void phase(const std::string& name, Stream s) {
     if (!profile_) return;
@@ -161,6 +170,10 @@ class MaceCuda final : public CudaEngine {
   std::size_t N_ = 0, L_ = 0, E_ = 0;
   const int* d_species_ = nullptr;
   DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
+  std::size_t edge_batch_option_ = 0;
+  std::size_t keep_per_edge_ = 0, batch_per_edge_ = 0;  // weight-stage values per edge
+  bool keep_weights_ = true;  // one batch: W and MLP activations kept from forward to backward
+  DeviceArray<T> wb_, wfb_;   // several batches: one batch's weights (and cut weights)
   DeviceArray<int> species_buf_;
   DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
   DeviceArray<unsigned long long> status_;
@@ -192,6 +205,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
                   &edge_grad_, &e0_, &d_r_max_pairs_})
     a->bind(b);
   status_.bind(b);
+  wb_.bind(b), wfb_.bind(b);
+  edge_batch_option_ = options.edge_batch;
   for (auto* a : {&Y_, &ef_, &fc_, &h_, &h_prev_, &sc_, &Mraw_, &Air_, &B_, &ones_, &gh_,
                   &gh_prev_, &gB_, &gA_, &gMl_, &gtmp_, &gMraw_, &gdens_, &ghu_, &gyT_, &gw_,
                   &gef_, &grho_, &gy_, &gz_, &hu0_table_, &sc0_table_})
@@ -223,6 +238,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     L.numel = in.conv_tp.descriptor.weight_numel();
     L.dim_target = in.linear.irreps_out.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
+    const std::size_t stage = static_cast<std::size_t>(L.numel) * (apply_cutoff_ ? 1 : 2) +
+                              L.radial_mlp.scratch_per_row();
+    keep_per_edge_ += stage;
+    batch_per_edge_ = std::max(batch_per_edge_, stage);
     const ContractionTables ct = make_contraction_tables(
         pr.contraction, S_, "mace.products[" + std::to_string(t) + "].contraction");
     L.C = ct.C, L.D = ct.D, L.dim_b = ct.dim_b;
@@ -254,6 +273,12 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     L.d_to.upload(to);
     L.d_from.upload(from);
     layers_.push_back(std::move(L));
+  }
+  {
+    // Plus the weight gradients, one layer at a time.
+    std::size_t max_numel = 0;
+    for (const Layer<T>& L : layers_) max_numel = std::max(max_numel, std::size_t(L.numel));
+    keep_per_edge_ += max_numel, batch_per_edge_ += max_numel;
   }
   for (const model::MaceReadout& src : m.readouts) {
     Readout<T> R(b);
@@ -380,8 +405,27 @@ template <class T, class G>
 void MaceCuda<T, G>::build_orderings(std::size_t E, const int* center, const int* neighbor,
                                      Stream s) {
   // The host engine's edge order (by centre, stable), so that sums run in the host's order.
-  const EdgeOrderings o = order_edges_by_centre(L_, N_, E, center, neighbor);
+  const EdgeOrderings o = order_edges_by_centre(L_, N_, E, center, neighbor, batch_edges(E));
   edges_.upload(o, *backend_, s);
+  const bool keep = edges_.num_batches() == 1;
+  if (keep_weights_ && !keep) {
+    // Switching to batches: drop what a previous, smaller call kept for every edge.
+    for (Layer<T>& Lp : layers_) Lp.W.release(), Lp.Wf.release(), Lp.radial_mlp.release_scratch();
+    gw_.release();
+  }
+  keep_weights_ = keep;
+}
+
+template <class T, class G>
+std::size_t MaceCuda<T, G>::batch_edges(std::size_t E) const {
+  if (edge_batch_option_ > 0) return edge_batch_option_;
+  // Keeping every layer's weights is ~10 % faster (no second MLP forward) while it fits a
+  // quarter of the device; beyond, batches of an eighth (H200 run of this change: 10,192 atoms
+  // of a MACE-MP-0-medium-sized model, float64: 0.142 s and 29.0 GB kept, 0.155 s and 8.6 GB
+  // in 200,000-edge batches).
+  const std::size_t memory = backend_->limits().memory_bytes / sizeof(T);
+  if (E * keep_per_edge_ <= memory / 4) return 0;
+  return std::max<std::size_t>(1, memory / 8 / batch_per_edge_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -464,19 +508,39 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
 // The evaluation
 // ---------------------------------------------------------------------------------------------
 
+// The convolution of batch @p batch as a problem of its own (edge_orderings.h): its edges and
+// receivers numbered from the batch's first, all senders; @p w: the batch's weights.
 template <class T, class G>
-ConvBuffers MaceCuda<T, G>::conv_buffers(const Layer<T>& Lp) const {
+ConvBuffers MaceCuda<T, G>::conv_buffers(const Layer<T>& Lp, std::size_t batch,
+                                         const T* w) const {
+  const std::size_t r0 = edges_.batch_centre[batch], e0 = edges_.batch_edge[batch];
   ConvBuffers b;
   b.num_senders = static_cast<std::int64_t>(N_);
-  b.num_receivers = static_cast<std::int64_t>(L_);
-  b.num_edges = static_cast<std::int64_t>(E_);
-  b.sender = edges_.sender.data(), b.receiver = edges_.centre.data();
-  b.receiver_ptr = edges_.centre_ptr.data(), b.receiver_order = nullptr;
-  b.sender_ptr = edges_.sender_ptr.data(), b.sender_order = edges_.by_sender.data();
+  b.num_receivers = edges_.batch_centre[batch + 1] - static_cast<std::int64_t>(r0);
+  b.num_edges = edges_.batch_edge[batch + 1] - static_cast<std::int64_t>(e0);
+  b.sender = edges_.sender.data() + e0, b.receiver = edges_.local_centre.data() + e0;
+  b.receiver_ptr = edges_.local_centre_ptr.data() + r0 + batch, b.receiver_order = nullptr;
+  b.sender_ptr = edges_.sender_ptr.data() + batch * (N_ + 1);
+  b.sender_order = edges_.by_sender.data() + e0;
   b.x = Lp.hu.data();
-  b.y = Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data();
-  b.w = apply_cutoff_ ? Lp.W.data() : Lp.Wf.data();
+  b.y = (Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data()) + e0 * Lp.dim_y;
+  b.w = w;
   return b;
+}
+
+template <class T, class G>
+const T* MaceCuda<T, G>::batch_weights(int t, std::size_t batch, DeviceArray<T>& wb,
+                                       DeviceArray<T>& wfb, Stream s) {
+  Layer<T>& Lp = layers_[t];
+  const std::size_t e0 = edges_.batch_edge[batch];
+  const long long n = edges_.batch_edge[batch + 1] - static_cast<long long>(e0);
+  wb.resize(n * Lp.numel);
+  Lp.radial_mlp.forward(*gk_, n, ef_.data() + e0 * nb_, wb.data(), s);
+  if (apply_cutoff_) return wb.data();
+  wfb.resize(n * Lp.numel);
+  MaceCutArgs c{wb.data(), wfb.data(), fc_.data() + e0, nullptr, nullptr, n, Lp.numel};
+  backend_->launch(*k_cut_fwd_, grid_for(n * Lp.numel), s, c);
+  return wfb.data();
 }
 
 template <class T, class G>
@@ -575,13 +639,6 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
   Layer<T>& Lp = layers_[t];
   DeviceBackend& b = *backend_;
   const long long E = static_cast<long long>(E_), L = static_cast<long long>(L_);
-  Lp.W.resize(E_ * Lp.numel);
-  Lp.radial_mlp.forward(*gk_, E, ef_.data(), Lp.W.data(), s);
-  if (!apply_cutoff_) {
-    Lp.Wf.resize(E_ * Lp.numel);
-    MaceCutArgs c{Lp.W.data(), Lp.Wf.data(), fc_.data(), nullptr, nullptr, E, Lp.numel};
-    b.launch(*k_cut_fwd_, grid_for(E * Lp.numel), s, c);
-  }
   if (Lp.density) {
     Lp.rho.resize(E_), Lp.dedge.resize(E_), Lp.dens.resize(L_);
     Lp.density_mlp.forward(*gk_, E, ef_.data(), Lp.rho.data(), s);
@@ -602,9 +659,14 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
     gk_->axpby(dt_, dt_, a, s);
   }
   Mraw_.resize(L_ * Lp.dim_mid);
-  ConvBuffers cb = conv_buffers(Lp);
-  cb.out = Mraw_.data();
-  Lp.conv->run(s, Pass::kForward, cb);
+  for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
+    // One batch: the weights stay in the layer for its backward.
+    const T* w = keep_weights_ ? batch_weights(t, bt, Lp.W, Lp.Wf, s)
+                               : batch_weights(t, bt, wb_, wfb_, s);
+    ConvBuffers cb = conv_buffers(Lp, bt, w);
+    cb.out = Mraw_.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lp.dim_mid;
+    Lp.conv->run(s, Pass::kForward, cb);
+  }
   node_forward(t, s);
 }
 
@@ -768,25 +830,36 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     return;
   }
   gyT_.resize(E_ * Lp.dim_y);
-  gw_.resize(E_ * Lp.numel);
-  ConvBuffers cb = conv_buffers(Lp);
-  cb.grad_out = gMraw_.data();
-  cb.grad_x = t > 0 ? ghu_.data() : nullptr;
-  cb.grad_y = gyT_.data();
-  cb.grad_w = gw_.data();
-  Lp.conv->run(s, Pass::kBackward, cb);
+  gef_.resize(E_ * nb_);
+  const std::size_t batches = edges_.num_batches();
+  if (batches > 1 && t > 0) ghu_.zero(s);  // the batches add their grad_x
+  for (std::size_t bt = 0; bt < batches; ++bt) {
+    const std::size_t e0 = edges_.batch_edge[bt], r0 = edges_.batch_centre[bt];
+    const long long n = edges_.batch_edge[bt + 1] - static_cast<long long>(e0);
+    if (n == 0) continue;
+    const T* w = keep_weights_ ? (apply_cutoff_ ? Lp.W.data() : Lp.Wf.data())
+                               : batch_weights(t, bt, wb_, wfb_, s);
+    const T* w_raw = keep_weights_ ? Lp.W.data() : wb_.data();
+    gw_.resize(n * Lp.numel);
+    ConvBuffers cb = conv_buffers(Lp, bt, w);
+    cb.grad_out = gMraw_.data() + r0 * Lp.dim_mid;
+    cb.grad_x = t > 0 ? ghu_.data() : nullptr;
+    cb.accumulate_grad_x = batches > 1;
+    cb.grad_y = gyT_.data() + e0 * Lp.dim_y;
+    cb.grad_w = gw_.data();
+    Lp.conv->run(s, Pass::kBackward, cb);
+    if (!apply_cutoff_) {
+      MaceCutArgs c{w_raw, nullptr, fc_.data() + e0, gw_.data(), gF_.data() + e0, n, Lp.numel};
+      b.launch(*k_cut_bwd_, grid_for(n), s, c);
+    }
+    Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+  }
   {
     AxpbyArgs a{};
     a.x = gyT_.data(), a.y = gY_.data(), a.rows = E, a.cols = Lp.dim_y, a.ldx = Lp.dim_y;
     a.ldy = nsh_, a.alpha = 1, a.beta = 1;
     gk_->axpby(dt_, dg_, a, s);
   }
-  if (!apply_cutoff_) {
-    MaceCutArgs c{Lp.W.data(), nullptr, fc_.data(), gw_.data(), gF_.data(), E, Lp.numel};
-    b.launch(*k_cut_bwd_, grid_for(E), s, c);
-  }
-  gef_.resize(E_ * nb_);
-  Lp.radial_mlp.backward(*gk_, E, gw_.data(), gef_.data(), s);
   AxpbyArgs ga{};
   ga.x = gef_.data(), ga.y = gE_.data(), ga.rows = E, ga.cols = nb_, ga.ldx = nb_, ga.ldy = nb_;
   ga.alpha = 1, ga.beta = 1;

@@ -28,7 +28,7 @@ NvrtcModule build_module(const std::string& source, const std::string& name,
 }
 
 // The host struct must match the device one member for member: pointers then 64-bit counts.
-static_assert(sizeof(ConvArgs) == 16 * sizeof(void*) + 4 * sizeof(long long),
+static_assert(sizeof(ConvArgs) == 16 * sizeof(void*) + 5 * sizeof(long long),
               "ConvArgs must have no padding");
 static_assert(offsetof(ConvArgs, num_edges) == 16 * sizeof(void*), "ConvArgs layout");
 
@@ -115,11 +115,12 @@ std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers
   if (edges && (!b.x || !b.y)) return fail("x or Y is null");
   if (edges && problem.weight_numel() > 0 && !b.w) return fail("W is null");
   switch (pass) {
+    // No receiver (a rank without atoms): nothing to write, and no buffer to write it to.
     case Pass::kForward:
-      if (!b.out) return fail("out is null");
+      if (!b.out && b.num_receivers > 0) return fail("out is null");
       break;
     case Pass::kDoubleForward:
-      if (!b.grad_grad_out) return fail("grad_grad_out is null");
+      if (!b.grad_grad_out && b.num_receivers > 0) return fail("grad_grad_out is null");
       break;
     case Pass::kBackward:
     case Pass::kDoubleBackward:
@@ -153,6 +154,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
   a.sender = b.sender, a.receiver = b.receiver;
   a.status = status;
   a.num_edges = b.num_edges, a.num_senders = b.num_senders, a.num_receivers = b.num_receivers;
+  a.accumulate_grad_x = !receiver && b.accumulate_grad_x;
   // The CSR order is used in both modes when given: deterministic mode needs it, atomic mode
   // merges the runs of one node it makes (fewer atomics).
   if (receiver)
@@ -169,7 +171,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
     if (receiver) {
       clear(a.out, b.num_receivers, problem.dim_out());
     } else {
-      clear(a.grad_x, b.num_senders, problem.dim_in1());
+      if (!a.accumulate_grad_x) clear(a.grad_x, b.num_senders, problem.dim_in1());
       clear(a.grad_y, b.num_edges, problem.dim_in2());
       clear(a.grad_w, b.num_edges, problem.weight_numel());
     }
@@ -179,7 +181,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
   if (!deterministic) {
     if (receiver)
       clear(a.out, b.num_receivers, problem.dim_out());
-    else
+    else if (!a.accumulate_grad_x)
       clear(a.grad_x, b.num_senders, problem.dim_in1());
   }
   const long long items =

@@ -49,6 +49,9 @@ struct ConvBuffers {
   void* grad_y = nullptr;
   void* grad_w = nullptr;
   void* grad_grad_out = nullptr;  ///< double forward
+  /// Sender passes: add this call's grad_x to what grad_x holds (the caller zeroed it once)
+  /// instead of clearing or storing over it, so that the edges can come in several batches.
+  bool accumulate_grad_x = false;
 };
 
 /// Kernel argument block; identical to struct ConvArgs of templates/conv_prelude.cuh.in.
@@ -70,6 +73,7 @@ struct ConvArgs {
   const int* order;
   unsigned int* status;
   long long num_edges, num_senders, num_receivers, num_rows;
+  long long accumulate_grad_x;
 };
 
 /// The limits of the current context's device. @throws CudaError.

@@ -1,0 +1,104 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The engines' edge orderings (kernels/edge_orderings.h), checked by brute force on random
+// graphs: the sort by centre is stable, batches are whole centres within the edge cap (a centre
+// above the cap alone), and each batch's local receiver CSR and by-sender order describe exactly
+// its own edges, numbered from the batch's first.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "edge_orderings.h"
+
+namespace clebsch::cuda {
+namespace {
+
+struct Graph {
+  std::size_t L, N;
+  std::vector<int> center, neighbor;
+};
+
+Graph random_graph(std::size_t L, std::size_t N, std::size_t E, unsigned seed) {
+  std::mt19937 rng(seed);
+  Graph g{L, N, {}, {}};
+  for (std::size_t e = 0; e < E; ++e) {
+    // Skewed centres: some centres get many edges, some none.
+    const std::size_t c = std::min<std::size_t>(L - 1, std::size_t(rng() % L) * (rng() % 3) / 2);
+    g.center.push_back(int(c));
+    g.neighbor.push_back(int(rng() % N));
+  }
+  return g;
+}
+
+void check(const Graph& g, std::size_t cap) {
+  const std::size_t E = g.center.size();
+  const EdgeOrderings o =
+      order_edges_by_centre(g.L, g.N, E, g.center.data(), g.neighbor.data(), cap);
+  // Stable sort by centre.
+  for (std::size_t q = 0; q < E; ++q) {
+    ASSERT_EQ(o.centre[q], g.center[o.perm[q]]);
+    ASSERT_EQ(o.sender[q], g.neighbor[o.perm[q]]);
+    if (q > 0) {
+      ASSERT_LE(o.centre[q - 1], o.centre[q]);
+      if (o.centre[q - 1] == o.centre[q]) ASSERT_LT(o.perm[q - 1], o.perm[q]);
+    }
+  }
+  const std::size_t B = o.num_batches();
+  ASSERT_GE(B, 1u);
+  ASSERT_EQ(o.batch_centre.front(), 0);
+  ASSERT_EQ(o.batch_centre.back(), int(g.L));
+  ASSERT_EQ(o.batch_edge.back(), int(E));
+  if (cap == 0) EXPECT_EQ(B, 1u);
+  for (std::size_t b = 0; b < B; ++b) {
+    const int r0 = o.batch_centre[b], r1 = o.batch_centre[b + 1];
+    const int e0 = o.batch_edge[b], e1 = o.batch_edge[b + 1];
+    ASSERT_LT(r0, r1);
+    ASSERT_EQ(e0, o.centre_ptr[r0]);
+    ASSERT_EQ(e1, o.centre_ptr[r1]);
+    // Within the cap, or one centre alone.
+    if (cap > 0) EXPECT_TRUE(std::size_t(e1 - e0) <= cap || r1 - r0 == 1) << "batch " << b;
+    // Greedy: the next batch's first centre would not have fitted.
+    if (cap > 0 && b + 1 < B) EXPECT_GT(std::size_t(o.centre_ptr[r1 + 1] - e0), cap);
+    for (int r = r0; r <= r1; ++r)
+      ASSERT_EQ(o.local_centre_ptr[b + r], o.centre_ptr[r] - e0);
+    std::vector<int> seen;
+    const int* ptr = o.sender_ptr.data() + b * (g.N + 1);
+    ASSERT_EQ(ptr[0], 0);
+    ASSERT_EQ(ptr[g.N], e1 - e0);
+    for (std::size_t s = 0; s < g.N; ++s)
+      for (int k = ptr[s]; k < ptr[s + 1]; ++k) {
+        const int local = o.by_sender[e0 + k];
+        ASSERT_GE(local, 0);
+        ASSERT_LT(local, e1 - e0);
+        ASSERT_EQ(o.sender[e0 + local], int(s));
+        if (k > ptr[s]) ASSERT_LT(o.by_sender[e0 + k - 1], local);  // stable
+        seen.push_back(local);
+      }
+    std::sort(seen.begin(), seen.end());
+    for (int k = 0; k < e1 - e0; ++k) ASSERT_EQ(seen[k], k);  // each edge once
+    for (int q = e0; q < e1; ++q) ASSERT_EQ(o.local_centre[q], o.centre[q] - r0);
+  }
+}
+
+TEST(EdgeOrderings, BatchesAreWholeCentresWithTheirOwnOrders) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    const Graph g = random_graph(40, 55, 600, seed);
+    for (std::size_t cap : {std::size_t(0), std::size_t(1), std::size_t(17), std::size_t(150),
+                            std::size_t(600), std::size_t(10000)}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " cap " + std::to_string(cap));
+      check(g, cap);
+    }
+  }
+}
+
+TEST(EdgeOrderings, NoEdgesAndNoAtoms) {
+  check(Graph{5, 7, {}, {}}, 3);
+  const EdgeOrderings o = order_edges_by_centre(0, 0, 0, nullptr, nullptr, 4);
+  EXPECT_EQ(o.num_batches(), 1u);
+  EXPECT_EQ(o.local_centre_ptr, std::vector<int>{0});
+}
+
+}  // namespace
+}  // namespace clebsch::cuda
