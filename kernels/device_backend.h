@@ -133,6 +133,10 @@ struct EmulationOptions {
   std::string cache_dir;
   /// Optimisation flag passed to the compiler.
   std::string optimize = "-O0";
+  /// Plain (not warp-synchronous) kernels run their (block, thread) pairs last to first instead
+  /// of first to last: tests see whether a result depends on the order threads run in (atomic
+  /// cursors, for instance), which a GPU does not fix.
+  bool reverse_thread_order = false;
 };
 /// The emulated backend (see the file comment). @throws Error if no compiler is found at use.
 std::unique_ptr<DeviceBackend> make_emulated_backend(EmulationOptions options = {});

@@ -123,7 +123,8 @@ class EmulatedBackend final : public DeviceBackend {
               (k.warp_synchronous ? "clebsch_run_warps" : "clebsch_run_sequential") +
               "(*l, [&] { " + k.name + "(a); });\n}\n";
     const std::string cmd_base = o_.cxx + " -std=c++20 " + o_.optimize +
-                                 " -w -shared -fPIC -pthread -fno-fast-math -ffp-contract=off";
+                                 " -w -shared -fPIC -pthread -fno-fast-math -ffp-contract=off" +
+                                 (o_.reverse_thread_order ? " -DCLEBSCH_EMULATION_REVERSE=1" : "");
     const std::string key = hex64(fnv1a(text.data(), text.size(), 0xcbf29ce484222325ull)) +
                             hex64(fnv1a(cmd_base.data(), cmd_base.size(), 0x84222325cbf29ce4ull));
     const fs::path dir(o_.cache_dir);

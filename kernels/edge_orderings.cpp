@@ -5,6 +5,37 @@
 
 namespace clebsch::cuda {
 
+void cut_batches(const std::vector<int>& centre_ptr, std::size_t max_batch_edges,
+                 std::vector<int>& batch_centre, std::vector<int>& batch_edge) {
+  const std::size_t L = centre_ptr.size() - 1;
+  const std::size_t E = static_cast<std::size_t>(centre_ptr.back());
+  // Greedily up to max_batch_edges edges; a batch has at least one centre.
+  const std::size_t cap = max_batch_edges == 0 ? E : max_batch_edges;
+  batch_centre.assign(1, 0);
+  batch_edge.assign(1, 0);
+  for (std::size_t r = 0; r < L; ++r) {
+    const std::size_t begin = static_cast<std::size_t>(batch_edge.back());
+    const bool full = static_cast<std::size_t>(centre_ptr[r + 1]) - begin > cap;
+    if (full && static_cast<int>(r) > batch_centre.back()) {
+      batch_centre.push_back(static_cast<int>(r));
+      batch_edge.push_back(centre_ptr[r]);
+    }
+  }
+  batch_centre.push_back(static_cast<int>(L));
+  batch_edge.push_back(static_cast<int>(E));
+}
+
+std::vector<int> local_centre_ptr(const std::vector<int>& centre_ptr,
+                                  const std::vector<int>& batch_centre,
+                                  const std::vector<int>& batch_edge) {
+  const std::size_t B = batch_edge.size() - 1;
+  std::vector<int> out(centre_ptr.size() - 1 + B);
+  for (std::size_t b = 0; b < B; ++b)
+    for (int r = batch_centre[b]; r <= batch_centre[b + 1]; ++r)
+      out[b + r] = centre_ptr[r] - batch_edge[b];
+  return out;
+}
+
 EdgeOrderings order_edges_by_centre(std::size_t num_local, std::size_t num_nodes,
                                     std::size_t num_edges, const int* center, const int* neighbor,
                                     std::size_t max_batch_edges) {
@@ -25,29 +56,15 @@ EdgeOrderings order_edges_by_centre(std::size_t num_local, std::size_t num_nodes
       o.sender[q] = neighbor[e];
     }
   }
-  // Batches of whole centres, greedily up to max_batch_edges edges.
-  const std::size_t cap = max_batch_edges == 0 ? E : max_batch_edges;
-  o.batch_centre.assign(1, 0);
-  o.batch_edge.assign(1, 0);
-  for (std::size_t r = 0; r < L; ++r) {
-    const std::size_t begin = static_cast<std::size_t>(o.batch_edge.back());
-    const bool full = static_cast<std::size_t>(o.centre_ptr[r + 1]) - begin > cap;
-    if (full && static_cast<int>(r) > o.batch_centre.back()) {
-      o.batch_centre.push_back(static_cast<int>(r));
-      o.batch_edge.push_back(o.centre_ptr[r]);
-    }
-  }
-  o.batch_centre.push_back(static_cast<int>(L));
-  o.batch_edge.push_back(static_cast<int>(E));
+  cut_batches(o.centre_ptr, max_batch_edges, o.batch_centre, o.batch_edge);
   const std::size_t B = o.num_batches();
   o.local_centre.resize(E);
-  o.local_centre_ptr.resize(L + B);
+  o.local_centre_ptr = local_centre_ptr(o.centre_ptr, o.batch_centre, o.batch_edge);
   o.sender_ptr.assign(B * (N + 1), 0);
   o.by_sender.resize(E);
   for (std::size_t b = 0; b < B; ++b) {
-    const int r0 = o.batch_centre[b], r1 = o.batch_centre[b + 1];
+    const int r0 = o.batch_centre[b];
     const int e0 = o.batch_edge[b], e1 = o.batch_edge[b + 1];
-    for (int r = r0; r <= r1; ++r) o.local_centre_ptr[b + r] = o.centre_ptr[r] - e0;
     int* ptr = o.sender_ptr.data() + b * (N + 1);
     for (int q = e0; q < e1; ++q) {
       o.local_centre[q] = o.centre[q] - r0;

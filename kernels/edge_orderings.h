@@ -47,6 +47,15 @@ EdgeOrderings order_edges_by_centre(std::size_t num_local, std::size_t num_nodes
                                     std::size_t num_edges, const int* center, const int* neighbor,
                                     std::size_t max_batch_edges = 0);
 
+/// The batches of a centre CSR (see order_edges_by_centre): @p batch_centre and @p batch_edge
+/// receive the B+1 bounds.
+void cut_batches(const std::vector<int>& centre_ptr, std::size_t max_batch_edges,
+                 std::vector<int>& batch_centre, std::vector<int>& batch_edge);
+/// EdgeOrderings::local_centre_ptr of those batches.
+std::vector<int> local_centre_ptr(const std::vector<int>& centre_ptr,
+                                  const std::vector<int>& batch_centre,
+                                  const std::vector<int>& batch_edge);
+
 /// The device copy of EdgeOrderings that both engines keep (same fields; the batch bounds also
 /// on the host, for the launches).
 struct DeviceEdgeOrderings {

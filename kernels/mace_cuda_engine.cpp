@@ -21,9 +21,10 @@
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() validates the host graph with
-// the host engine's rules and messages before any work; compute_device() validates the index
-// arrays on the host (it copies them to build the orderings) and the geometry on the device
-// (a status word read back at the end).
+// the host engine's rules and messages before any work; compute_device() orders and checks a
+// centre-sorted graph on the device (edge_order_kernels.h: no per-step copy of the index
+// arrays), any other graph on the host (it copies the index arrays), and checks the geometry on
+// the device (a status word read back at the end; the message from the host's rules).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -37,6 +38,7 @@
 #include "device_array.h"
 #include "device_linear.h"
 #include "device_mlp.h"
+#include "edge_order_kernels.h"
 #include "edge_orderings.h"
 #include "ghost_staging.h"
 #include "error.h"
@@ -115,6 +117,8 @@ class MaceCuda final : public CudaEngine {
   void validate_vectors(std::size_t num_edges, const int* species, const int* center,
                         const int* neighbor, const double* vector) const;
   void build_orderings(std::size_t E, const int* center, const int* neighbor, Stream s);
+  // After either path built edges_: drops per-edge weights kept by an earlier one-batch call.
+  void batches_changed();
   // Edges per batch of the weight stage for E edges (0: one batch).
   std::size_t batch_edges(std::size_t E) const;
   // The weights of batch @p b of layer t into wb (and the cut ones into wfb); returns the
@@ -170,6 +174,7 @@ class MaceCuda final : public CudaEngine {
   std::size_t N_ = 0, L_ = 0, E_ = 0;
   const int* d_species_ = nullptr;
   DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
+  std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
   std::size_t edge_batch_option_ = 0;
   std::size_t keep_per_edge_ = 0, batch_per_edge_ = 0;  // weight-stage values per edge
   bool keep_weights_ = true;  // one batch: W and MLP activations kept from forward to backward
@@ -407,6 +412,11 @@ void MaceCuda<T, G>::build_orderings(std::size_t E, const int* center, const int
   // The host engine's edge order (by centre, stable), so that sums run in the host's order.
   const EdgeOrderings o = order_edges_by_centre(L_, N_, E, center, neighbor, batch_edges(E));
   edges_.upload(o, *backend_, s);
+  batches_changed();
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::batches_changed() {
   const bool keep = edges_.num_batches() == 1;
   if (keep_weights_ && !keep) {
     // Switching to batches: drop what a previous, smaller call kept for every edge.
@@ -465,17 +475,38 @@ template <class T, class G>
 void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult& r,
                                     GhostExchange* exchange, Stream s) {
   start_phases();
-  std::vector<int> species(g.num_nodes), center(g.num_edges), neighbor(g.num_edges);
   if (g.num_nodes > 0 && !g.species) throw Error("graph.species is null");
   if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
     throw Error("graph has " + std::to_string(g.num_edges) + " edges but a null edge array");
-  backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
-  backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
-  backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
-  validate_indices(g.num_local, g.num_nodes, g.num_edges, species.data(), center.data(),
-                   neighbor.data(), exchange);
+  if (g.num_nodes > static_cast<std::size_t>(INT32_MAX) ||
+      g.num_edges > static_cast<std::size_t>(INT32_MAX))
+    throw CapacityError("graph has " + std::to_string(g.num_nodes) + " nodes and " +
+                        std::to_string(g.num_edges) + " edges; at most 2^31-1 of each");
+  if (g.num_nodes > g.num_local && !exchange)
+    throw Error("graph has " + std::to_string(g.num_nodes - g.num_local) +
+                " ghost atoms but no GhostExchange was given");
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
-  build_orderings(E_, center.data(), neighbor.data(), s);
+  // The index arrays: the host's copies only when needed (a graph the device kernels decline,
+  // whose error or order the host path gives, and the message of a failed geometry check).
+  std::vector<int> species, center, neighbor;
+  auto download_indices = [&] {
+    species.resize(g.num_nodes), center.resize(g.num_edges), neighbor.resize(g.num_edges);
+    backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
+    backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
+    backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
+  };
+  if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
+  if (orderer_->build(edges_, L_, N_, E_, S_, g.species, g.center, g.neighbor, batch_edges(E_),
+                      s)) {
+    batches_changed();
+    phase("edge orderings (device)", s);
+  } else {
+    download_indices();
+    validate_indices(g.num_local, g.num_nodes, g.num_edges, species.data(), center.data(),
+                     neighbor.data(), exchange);
+    build_orderings(E_, center.data(), neighbor.data(), s);
+    phase("edge orderings (host: centres not sorted)", s);
+  }
   atom_energy_.resize(L_);
   double* ae = r.atom_energy ? r.atom_energy : atom_energy_.data();
   run(g.species, g.vector, ae, r.edge_gradient, exchange, s);
@@ -486,6 +517,7 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
   }();
   if (status != ~0ull) {
     // Re-run the host checks on the offending edge for the host engine's message.
+    if (center.empty()) download_indices();
     const std::size_t e = static_cast<std::size_t>(status & ((1ull << 40) - 1));
     double v[3];
     backend_->download(v, g.vector + 3 * e, sizeof v, s);

@@ -383,7 +383,45 @@ TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
   dev->compute_device(g, DeviceResult{energy.data(), ae.data(), grad.data()}, nullptr, nullptr);
   EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
   EXPECT_LE(max_diff(ae.download(), ref.atom_energy), 1e-12);
-  EXPECT_LE(max_diff(grad.download(), ref.edge_gradient), 1e-12);
+  // Edges sorted by centre: ordered on the device, into the host's orderings, so bitwise equal.
+  EXPECT_EQ(max_diff(grad.download(), ref.edge_gradient), 0.0);
+  {
+    // Edges not sorted by centre (reversed): the host path orders them; same result.
+    System rev = s;
+    std::reverse(rev.center.begin(), rev.center.end());
+    std::reverse(rev.neighbor.begin(), rev.neighbor.end());
+    for (std::size_t e = 0; e < s.center.size(); ++e)
+      for (int k = 0; k < 3; ++k) rev.vec[3 * e + k] = s.vec[3 * (s.center.size() - 1 - e) + k];
+    EngineResult rref;
+    dev->compute(graph_of(rev), rref, nullptr);
+    DeviceArray<int> rce(b), rnb(b);
+    DeviceArray<double> rvec(b), rgrad(b, rev.vec.size());
+    rce.upload(rev.center), rnb.upload(rev.neighbor), rvec.upload(rev.vec);
+    rgrad.poison();
+    DeviceAtomGraph rg{s.n(), s.n(), s.center.size(), sp.data(), rce.data(), rnb.data(),
+                       rvec.data()};
+    dev->compute_device(rg, DeviceResult{energy.data(), ae.data(), rgrad.data()}, nullptr,
+                        nullptr);
+    EXPECT_EQ(max_diff(rgrad.download(), rref.edge_gradient), 0.0);
+    EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
+  }
+  // An out-of-range neighbour: declined on the device, the host engine's message from the host.
+  {
+    std::vector<int> bad_nb = s.neighbor;
+    bad_nb[4] = 99;
+    DeviceArray<int> bnb(b);
+    bnb.upload(bad_nb);
+    DeviceAtomGraph bg{s.n(), s.n(), s.center.size(), sp.data(), ce.data(), bnb.data(),
+                       vec.data()};
+    try {
+      dev->compute_device(bg, DeviceResult{energy.data(), ae.data(), grad.data()}, nullptr,
+                          nullptr);
+      ADD_FAILURE() << "no exception";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("edge 4 has neighbour 99"), std::string::npos)
+          << e.what();
+    }
+  }
   // A vector beyond the cutoff is caught on the device with the host engine's message.
   Vec bad = s.vec;
   bad[3 * 2] = 100.0;

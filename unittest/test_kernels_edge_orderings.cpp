@@ -3,13 +3,17 @@
 // The engines' edge orderings (kernels/edge_orderings.h), checked by brute force on random
 // graphs: the sort by centre is stable, batches are whole centres within the edge cap (a centre
 // above the cap alone), and each batch's local receiver CSR and by-sender order describe exactly
-// its own edges, numbered from the batch's first.
+// its own edges, numbered from the batch's first. The device builder (edge_order_kernels.h, on
+// the emulated backend) gives the host's orderings array for array on centre-sorted graphs and
+// declines unsorted graphs and out-of-range indices.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 #include <vector>
 
+#include "device_backend.h"
+#include "edge_order_kernels.h"
 #include "edge_orderings.h"
 
 namespace clebsch::cuda {
@@ -98,6 +102,78 @@ TEST(EdgeOrderings, NoEdgesAndNoAtoms) {
   const EdgeOrderings o = order_edges_by_centre(0, 0, 0, nullptr, nullptr, 4);
   EXPECT_EQ(o.num_batches(), 1u);
   EXPECT_EQ(o.local_centre_ptr, std::vector<int>{0});
+}
+
+Graph sorted_by_centre(Graph g) {
+  std::vector<std::size_t> idx(g.center.size());
+  for (std::size_t e = 0; e < idx.size(); ++e) idx[e] = e;
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](std::size_t a, std::size_t b) { return g.center[a] < g.center[b]; });
+  Graph s{g.L, g.N, {}, {}};
+  for (std::size_t e : idx) s.center.push_back(g.center[e]), s.neighbor.push_back(g.neighbor[e]);
+  return s;
+}
+
+struct DeviceGraph {
+  DeviceArray<int> species, center, neighbor;
+  DeviceGraph(DeviceBackend& b, const Graph& g, int num_species)
+      : species(b), center(b), neighbor(b) {
+    std::vector<int> sp(g.N);
+    for (std::size_t n = 0; n < g.N; ++n) sp[n] = int(n) % num_species;
+    species.upload(sp), center.upload(g.center), neighbor.upload(g.neighbor);
+  }
+};
+
+TEST(EdgeOrderKernels, EqualTheHostOrderingsAndDeclineWhatTheyCannotOrder) {
+  // Threads last to first: the atomic scatter then fills each segment backwards, and only the
+  // segment sort makes the order the host's.
+  EmulationOptions reversed;
+  reversed.reverse_thread_order = true;
+  std::shared_ptr<DeviceBackend> b(make_emulated_backend(reversed));
+  EdgeOrderKernels k(*b);
+  DeviceEdgeOrderings d;
+  d.bind(*b);
+  for (unsigned seed : {4u, 5u}) {
+    const Graph g = sorted_by_centre(random_graph(30, 47, 400, seed));
+    DeviceGraph dg(*b, g, 3);
+    for (std::size_t cap : {std::size_t(0), std::size_t(1), std::size_t(60), std::size_t(400)}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " cap " + std::to_string(cap));
+      const EdgeOrderings h =
+          order_edges_by_centre(g.L, g.N, g.center.size(), g.center.data(), g.neighbor.data(), cap);
+      ASSERT_TRUE(k.build(d, g.L, g.N, g.center.size(), 3, dg.species.data(), dg.center.data(),
+                          dg.neighbor.data(), cap, nullptr));
+      EXPECT_EQ(d.batch_centre, h.batch_centre);
+      EXPECT_EQ(d.batch_edge, h.batch_edge);
+      EXPECT_EQ(d.perm.download(), h.perm);
+      EXPECT_EQ(d.centre.download(), h.centre);
+      EXPECT_EQ(d.sender.download(), h.sender);
+      EXPECT_EQ(d.centre_ptr.download(), h.centre_ptr);
+      EXPECT_EQ(d.local_centre.download(), h.local_centre);
+      EXPECT_EQ(d.local_centre_ptr.download(), h.local_centre_ptr);
+      EXPECT_EQ(d.sender_ptr.download(), h.sender_ptr);
+      EXPECT_EQ(d.by_sender.download(), h.by_sender);
+    }
+  }
+  const Graph sorted = sorted_by_centre(random_graph(30, 47, 400, 6));
+  {
+    Graph unsorted = sorted;
+    std::swap(unsorted.center[10], unsorted.center[300]);
+    DeviceGraph dg(*b, unsorted, 3);
+    EXPECT_FALSE(k.build(d, unsorted.L, unsorted.N, 400, 3, dg.species.data(), dg.center.data(),
+                         dg.neighbor.data(), 0, nullptr));
+  }
+  {
+    Graph bad = sorted;
+    bad.neighbor[7] = int(bad.N);  // out of range
+    DeviceGraph dg(*b, bad, 3);
+    EXPECT_FALSE(k.build(d, bad.L, bad.N, 400, 3, dg.species.data(), dg.center.data(),
+                         dg.neighbor.data(), 0, nullptr));
+  }
+  {
+    DeviceGraph dg(*b, sorted, 3);
+    EXPECT_FALSE(k.build(d, sorted.L, sorted.N, 400, 2, dg.species.data(), dg.center.data(),
+                         dg.neighbor.data(), 0, nullptr));  // species 2 is not below 2
+  }
 }
 
 }  // namespace
