@@ -21,10 +21,11 @@
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() validates the host graph with
-// the host engine's rules and messages before any work; compute_device() orders and checks a
+// the host engine's rules and messages before any work; compute_device() checks a
 // centre-sorted graph on the device (edge_order_kernels.h: no per-step copy of the index
 // arrays), any other graph on the host (it copies the index arrays), and checks the geometry on
-// the device (a status word read back at the end; the message from the host's rules).
+// the device (a status word read back at the end; the message from the host's rules). Both
+// order a centre-sorted graph on the device and any other on the host (the same orderings).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -179,7 +180,7 @@ class MaceCuda final : public CudaEngine {
   std::size_t keep_per_edge_ = 0, batch_per_edge_ = 0;  // weight-stage values per edge
   bool keep_weights_ = true;  // one batch: W and MLP activations kept from forward to backward
   DeviceArray<T> wb_, wfb_;   // several batches: one batch's weights (and cut weights)
-  DeviceArray<int> species_buf_;
+  DeviceArray<int> species_buf_, centre_buf_, neighbour_buf_;
   DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
   DeviceArray<unsigned long long> status_;
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, Air_, B_, ones_;
@@ -205,7 +206,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   scale_ = m.scale, shift_ = m.shift;
   r_max_pairs_ = model.r_max_pairs;
   edges_.bind(b);
-  species_buf_.bind(b);
+  species_buf_.bind(b), centre_buf_.bind(b), neighbour_buf_.bind(b);
   for (auto* a : {&vector_buf_, &zbl_edge_, &zbl_atom_, &energy_acc_, &atom_energy_,
                   &edge_grad_, &e0_, &d_r_max_pairs_})
     a->bind(b);
@@ -453,11 +454,21 @@ void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   const Stream s = nullptr;
   phase("validate graph (host)", s);
-  build_orderings(E_, g.center, g.neighbor, s);
-  phase("edge orderings (host) + upload", s);
   species_buf_.upload(g.species, N_, s);
   vector_buf_.upload(g.vector, 3 * E_, s);
-  phase("upload species, vectors", s);
+  centre_buf_.upload(g.center, E_, s);
+  neighbour_buf_.upload(g.neighbor, E_, s);
+  phase("upload graph", s);
+  // Ordered on the device when the centres come sorted (LAMMPS's neighbor lists), else here.
+  if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
+  if (orderer_->build(edges_, L_, N_, E_, S_, species_buf_.data(), centre_buf_.data(),
+                      neighbour_buf_.data(), batch_edges(E_), s)) {
+    batches_changed();
+    phase("edge orderings (device)", s);
+  } else {
+    build_orderings(E_, g.center, g.neighbor, s);
+    phase("edge orderings (host: centres not sorted)", s);
+  }
   atom_energy_.resize(L_);
   edge_grad_.resize(3 * E_);
   run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange,
