@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -89,6 +90,20 @@ class EmulatedBackend final : public DeviceBackend {
     }
   }
   std::string name() const override { return "emulated"; }
+  // `<cxx> --version` (once per backend): the compiler behind the command name.
+  const std::string& compiler_identity() {
+    if (compiler_identity_.empty()) {
+      compiler_identity_ = "?";
+      if (FILE* p = ::popen((o_.cxx + " --version 2>/dev/null").c_str(), "r")) {
+        char buf[256];
+        std::string out;
+        while (std::fgets(buf, sizeof buf, p)) out += buf;
+        ::pclose(p);
+        if (!out.empty()) compiler_identity_ = out;
+      }
+    }
+    return compiler_identity_;
+  }
   bool emulated() const override { return true; }
   BackendLimits limits() const override { return {}; }
 
@@ -125,8 +140,12 @@ class EmulatedBackend final : public DeviceBackend {
     const std::string cmd_base = o_.cxx + " -std=c++20 " + o_.optimize +
                                  " -w -shared -fPIC -pthread -fno-fast-math -ffp-contract=off" +
                                  (o_.reverse_thread_order ? " -DCLEBSCH_EMULATION_REVERSE=1" : "");
+    // The compiler's identity is part of the key: one cache directory may be shared by
+    // processes whose "c++" differ (the Kokkos tests run LAMMPS in a chroot with a newer
+    // toolchain), and a module built against a newer libstdc++ does not load under an older one.
+    const std::string tool = cmd_base + "\n" + compiler_identity();
     const std::string key = hex64(fnv1a(text.data(), text.size(), 0xcbf29ce484222325ull)) +
-                            hex64(fnv1a(cmd_base.data(), cmd_base.size(), 0x84222325cbf29ce4ull));
+                            hex64(fnv1a(tool.data(), tool.size(), 0x84222325cbf29ce4ull));
     const fs::path dir(o_.cache_dir);
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -166,6 +185,7 @@ class EmulatedBackend final : public DeviceBackend {
 
  private:
   EmulationOptions o_;
+  std::string compiler_identity_;
 };
 
 }  // namespace
