@@ -66,10 +66,10 @@ class CudaEngine : public Engine {
   /// The backend the engine runs on (allocate DeviceAtomGraph / DeviceResult arrays with it).
   virtual DeviceBackend& backend() = 0;
   /// Evaluates a device-resident graph on @p stream; results are written asynchronously to
-  /// @p result (complete when the stream is). MACE: the edge orderings are built and the indices
+  /// @p result (complete when the stream is). The edge orderings are built and the indices
   /// checked on the device when the edges come sorted by centre (edge_order_kernels.h), else the
-  /// index arrays are copied to the host for both; NequIP: always on the host. Geometry is
-  /// validated on the device. @throws Error as compute() does.
+  /// index arrays are copied to the host for both. Geometry is validated on the device.
+  /// @throws Error as compute() does.
   virtual void compute_device(const DeviceAtomGraph& graph, const DeviceResult& result,
                               GhostExchange* exchange, Stream stream) = 0;
   /// With CudaEngineOptions::profile: (phase, seconds) of the last call, in order; else empty.

@@ -18,14 +18,15 @@
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() runs the host engine's checks
-// (nequip_graph_check.h) on the host graph before any work; compute_device() copies the index
-// arrays to the host (it builds the edge orderings from them) and checks them there, and checks
-// the geometry on the device (a status word read back at the end); on any failure it copies the
-// vectors too and reruns the host checks, so both entry points throw the host engine's message
-// for the first offending value.
+// (nequip_graph_check.h) on the host graph before any work; compute_device() checks the indices
+// and builds the edge orderings on the device when the centres come sorted (edge_order_kernels.h),
+// else copies the index arrays to the host for both, and checks the geometry on the device (a
+// status word read back at the end); on any failure it copies the arrays and reruns the host
+// checks, so both entry points throw the host engine's message for the first offending value.
 #include "nequip_cuda_engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,6 +36,7 @@
 #include "device_array.h"
 #include "device_linear.h"
 #include "device_mlp.h"
+#include "edge_order_kernels.h"
 #include "edge_orderings.h"
 #include "ghost_staging.h"
 #include "error.h"
@@ -124,6 +126,7 @@ class NequipCuda final : public CudaEngine {
   std::size_t N_ = 0, L_ = 0, E_ = 0;
   const int* d_species_ = nullptr;
   DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
+  std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
   DeviceArray<int> species_buf_;
   DeviceArray<double> vector_buf_, atom_energy_, edge_grad_, d_r_max_pairs_;
   DeviceArray<unsigned long long> status_;
@@ -251,27 +254,47 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
   if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
     throw Error("NequipEngine: graph.center, neighbor or vector is null with " +
                 std::to_string(g.num_edges) + " edges");
-  std::vector<int> species(g.num_nodes), center(g.num_edges), neighbor(g.num_edges);
-  backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
-  backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
-  backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
-  try {
-    const AtomGraph indices{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
-                            center.data(), neighbor.data(), nullptr};
-    check_nequip_graph(indices, exchange != nullptr, limits_, /*check_vectors=*/false);
-  } catch (const Error&) {
-    // A vector before the bad index may be bad too: the host's first error is the message.
-    recheck_on_host(g, species, center, neighbor, exchange, s);
-    throw;  // not reached: the host checks find the same index error
-  }
+  // The index arrays come to the host only when needed: a graph the device orderings decline
+  // (an index out of range, centres not sorted) and the message of a failed geometry check.
+  std::vector<int> species, center, neighbor;
+  auto download_indices = [&] {
+    species.resize(g.num_nodes), center.resize(g.num_edges), neighbor.resize(g.num_edges);
+    backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
+    backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
+    backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
+  };
+  auto check_indices_on_host = [&] {
+    try {
+      const AtomGraph indices{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
+                              center.data(), neighbor.data(), nullptr};
+      check_nequip_graph(indices, exchange != nullptr, limits_, /*check_vectors=*/false);
+    } catch (const Error&) {
+      // A vector before the bad index may be bad too: the host's first error is the message.
+      recheck_on_host(g, species, center, neighbor, exchange, s);
+      throw;  // not reached: the host checks find the same index error
+    }
+  };
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
-  build_orderings(center.data(), neighbor.data(), s);
+  const bool counts_ok = g.num_local <= g.num_nodes &&
+                         g.num_nodes <= static_cast<std::size_t>(INT32_MAX) &&
+                         g.num_edges <= static_cast<std::size_t>(INT32_MAX) &&
+                         (g.num_nodes == g.num_local || exchange);
+  if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
+  if (!counts_ok || !orderer_->build(edges_, L_, N_, E_, limits_.num_species, g.species,
+                                     g.center, g.neighbor, 0, s)) {
+    download_indices();
+    check_indices_on_host();
+    build_orderings(center.data(), neighbor.data(), s);
+  }
   size_at_least_one(atom_energy_, L_);
   double* ae = r.atom_energy ? r.atom_energy : atom_energy_.data();
   run(g.species, g.vector, ae, r.edge_gradient, exchange, true, s);
   unsigned long long status = 0;
   backend_->download(&status, status_.data(), sizeof status, s);
-  if (status != ~0ull) recheck_on_host(g, species, center, neighbor, exchange, s);
+  if (status != ~0ull) {
+    if (center.empty() && g.num_edges > 0) download_indices();
+    recheck_on_host(g, species, center, neighbor, exchange, s);
+  }
   if (r.energy) {
     gk_->total(ae, static_cast<long long>(L_), r.energy, s);
     backend_->synchronize(s);

@@ -356,8 +356,9 @@ TEST_P(NequipCuda, ComputeDeviceEqualsCompute) {
   EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
 }
 
-// Device graphs: indices are checked on the host, geometry on the device; either way the first
-// offending value is reported with the host engine's message, and the engine stays usable.
+// Device graphs: indices and geometry are checked on the device, the messages worded on the host
+// from its rules; either way the first offending value is reported with the host engine's
+// message, and the engine stays usable.
 TEST_P(NequipCuda, InvalidDeviceGraphsThrowTheHostEnginesMessages) {
   const model::Model m = read_model(bundled_path());
   NequipEngine host(m, Precision::kFloat64);
