@@ -27,12 +27,15 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precisio
 
 }  // namespace clebsch::cuda
 
-extern "C" void* clebsch_cuda_create_engine(const void* model, int precision, int deterministic,
-                                            int device, char* error, std::size_t error_size) {
+extern "C" void* clebsch_cuda_create_engine_v2(const void* model, int precision,
+                                               int deterministic, int device, long long edge_batch,
+                                               char* error, std::size_t error_size) {
   try {
+    if (edge_batch < 0) throw clebsch::Error("edge_batch must not be negative");
     clebsch::cuda::CudaEngineOptions o;
     o.deterministic = deterministic != 0;
     o.device = device;
+    o.edge_batch = static_cast<std::size_t>(edge_batch);
     // Test hook: CLEBSCH_CUDA_BACKEND=emulated runs the engine on the emulated backend, so that
     // the LAMMPS integration of device gpu is exercised on machines without a GPU.
     if (const char* b = std::getenv("CLEBSCH_CUDA_BACKEND"); b && std::string(b) == "emulated")

@@ -6,7 +6,7 @@
 // CudaEngine takes device-resident inputs on the caller's stream through compute_device(), for
 // callers that keep atoms on the device (the Kokkos pair style).
 //
-// The library also exports an extern "C" factory, clebsch_cuda_create_engine, that the LAMMPS
+// The library also exports an extern "C" factory, clebsch_cuda_create_engine_v2, that the LAMMPS
 // plugin resolves with dlopen/dlsym, so that the plugin never links libclebsch_cuda (and with it
 // the CUDA toolkit's libraries) and still loads on machines without a GPU.
 #pragma once
@@ -88,8 +88,11 @@ extern "C" {
 /// C entry point for dlopen users: returns a new clebsch::Engine* (CudaEngine) or null with the
 /// reason in @p error (a buffer of @p error_size bytes). @p model is a const clebsch::model::Model*.
 /// The caller owns the engine and deletes it through Engine's virtual destructor (same C++
-/// runtime: plugin and library are built together). With $CLEBSCH_CUDA_BACKEND=emulated the
-/// engine runs on the emulated backend (tests of the LAMMPS integration without a GPU).
-void* clebsch_cuda_create_engine(const void* model, int precision, int deterministic,
-                                 int device, char* error, std::size_t error_size);
+/// runtime: plugin and library are built together). @p edge_batch is CudaEngineOptions::
+/// edge_batch (0: automatic). With $CLEBSCH_CUDA_BACKEND=emulated the engine runs on the
+/// emulated backend (tests of the LAMMPS integration without a GPU). v2: edge_batch added (a
+/// plugin looking for v1 fails to load this library with a message, not a wrong call).
+void* clebsch_cuda_create_engine_v2(const void* model, int precision, int deterministic,
+                                    int device, long long edge_batch, char* error,
+                                    std::size_t error_size);
 }

@@ -13,7 +13,7 @@
 namespace clebsch {
 namespace {
 
-using Factory = void* (*)(const void*, int, int, int, char*, std::size_t);
+using Factory = void* (*)(const void*, int, int, int, long long, char*, std::size_t);
 
 std::string plugin_directory() {
   Dl_info info{};
@@ -46,10 +46,10 @@ Factory factory() {
       tried += "\n  " + c + ": " + (why ? why : "not found");
       continue;
     }
-    f = reinterpret_cast<Factory>(dlsym(h, "clebsch_cuda_create_engine"));
+    f = reinterpret_cast<Factory>(dlsym(h, "clebsch_cuda_create_engine_v2"));
     if (!f)
-      throw std::runtime_error("device gpu: " + c +
-                               " has no clebsch_cuda_create_engine (a library of another version?)");
+      throw std::runtime_error("device gpu: " + c + " has no clebsch_cuda_create_engine_v2 (a "
+                               "library of another version? rebuild it with the plugin)");
     return f;
   }
   throw std::runtime_error(
@@ -61,10 +61,10 @@ Factory factory() {
 }  // namespace
 
 std::unique_ptr<Engine> load_cuda_engine(const model::Model& model, Precision precision,
-                                         bool deterministic, int device) {
+                                         bool deterministic, int device, long long edge_batch) {
   char error[2048] = {0};
-  void* e = factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device, error,
-                      sizeof error);
+  void* e = factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device,
+                      edge_batch, error, sizeof error);
   if (!e) throw std::runtime_error(std::string("device gpu: ") + error);
   return std::unique_ptr<Engine>(static_cast<Engine*>(e));
 }

@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // Loads the CUDA engine on demand for `pair_style clebsch device gpu`: libclebsch_cuda.so is
-// opened with dlopen and its extern "C" factory clebsch_cuda_create_engine resolved, so the
+// opened with dlopen and its extern "C" factory clebsch_cuda_create_engine_v2 resolved, so the
 // plugin never links the CUDA engine (or, through it, the CUDA toolkit's libraries) and
 // `plugin load` works on machines without a GPU. Where the library is looked for, in order:
 // $CLEBSCH_CUDA_LIBRARY (a full path), the plugin's own directory, the build tree's kernels/
@@ -18,8 +18,8 @@ namespace clebsch {
 
 /// The CUDA engine of @p model. @throws std::runtime_error naming every path tried and the
 /// loader's reason when the library cannot be loaded, or the engine's own reason (no driver, no
-/// device, unsupported model).
+/// device, unsupported model). @p edge_batch: CudaEngineOptions::edge_batch (0: automatic).
 std::unique_ptr<Engine> load_cuda_engine(const model::Model& model, Precision precision,
-                                         bool deterministic, int device);
+                                         bool deterministic, int device, long long edge_batch);
 
 }  // namespace clebsch

@@ -82,6 +82,7 @@ void PairClebsch::allocate()
 
 /* ----------------------------------------------------------------------
    pair_style clebsch [precision fp64|fp32|mixed] [device cpu|gpu] [deterministic yes|no]
+                      [edge_batch N]
 ------------------------------------------------------------------------- */
 
 void PairClebsch::settings(int narg, char **arg)
@@ -107,9 +108,15 @@ void PairClebsch::settings(int narg, char **arg)
       // The host engine is always deterministic (fixed summation order for any thread count);
       // the CUDA engine's convolution accumulates in fixed order (yes) or with atomics (no).
       deterministic_ = utils::logical(FLERR, value, false, lmp) != 0;
+    } else if (key == "edge_batch") {
+      // The CUDA MACE engine's batch of neighbor pairs (its memory knob); the host engine needs none.
+      edge_batch_ = utils::bnumeric(FLERR, value, false, lmp);
+      if (edge_batch_ < 0)
+        error->all(FLERR, "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "
+                   "neighbor pairs per batch, got {}", value);
     } else {
-      error->all(FLERR, "Pair style clebsch: unknown keyword {} (expected precision, device or "
-                 "deterministic)", key);
+      error->all(FLERR, "Pair style clebsch: unknown keyword {} (expected precision, device, "
+                 "deterministic or edge_batch)", key);
     }
     iarg += 2;
   }
@@ -156,7 +163,8 @@ void PairClebsch::coeff(int narg, char **arg)
   try {
     const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
     if (device_name_ == "gpu")
-      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal());
+      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(),
+                                          edge_batch_);
     else
       engine_ = clebsch::make_host_engine(model, precision);
   } catch (std::exception &e) {
@@ -167,8 +175,10 @@ void PairClebsch::coeff(int narg, char **arg)
     for (int j = i; j <= ntypes; j++) setflag[i][j] = 1;
 
   if (comm->me == 0) {
-    utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {})\n",
-                   path, engine_->num_layers(), cutoff_, precision_name_, device_name_);
+    const std::string batch =
+        device_name_ == "gpu" && edge_batch_ > 0 ? fmt::format(", edge_batch {}", edge_batch_) : "";
+    utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {}{})\n",
+                   path, engine_->num_layers(), cutoff_, precision_name_, device_name_, batch);
     for (int t = 1; t <= ntypes; t++)
       utils::logmesg(lmp, "  atom type {} -> {} (model species {})\n", t, arg[2 + t],
                      type_to_species_[t]);

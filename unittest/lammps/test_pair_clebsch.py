@@ -302,6 +302,13 @@ def test_device_gpu_without_a_gpu_gives_an_actionable_error():
     assert "ERROR" in text and "device gpu" in text and "device cpu" in text, text[-2000:]
 
 
+def test_negative_edge_batch_is_a_clear_error():
+    run = run_lammps(GPU_INPUT.format(model=_bundled(), extra="edge_batch -5"))
+    text = run.output + run.log
+    assert run.returncode != 0
+    assert "edge_batch must be 0 (automatic) or a number of neighbor pairs" in text, text[-2000:]
+
+
 def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
     monkeypatch.setenv("CLEBSCH_CUDA_LIBRARY", "/nonexistent/libclebsch_cuda.so")
     run = run_lammps(GPU_INPUT.format(model=_bundled(), extra=""))
@@ -311,19 +318,22 @@ def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
         text[-2000:]
 
 
-@pytest.mark.parametrize("nprocs", [1, 2])
-def test_device_gpu_equals_device_cpu(monkeypatch, nprocs):
+@pytest.mark.parametrize("nprocs,extra", [(1, ""), (2, ""), (2, " edge_batch 7")])
+def test_device_gpu_equals_device_cpu(monkeypatch, nprocs, extra):
     """device gpu through the plugin's on-demand loading of libclebsch_cuda, on the emulated
     backend (CLEBSCH_CUDA_BACKEND=emulated; the real GPU where one is present): energies, forces,
     per-atom energies and the pressure tensor of device cpu, on one rank (ghosts mapped to owners)
-    and two (per-layer ghost exchange)."""
+    and two (per-layer ghost exchange); and with the MACE weights in batches of 7 neighbor pairs
+    (edge_batch: recomputed in the backward, grad_x accumulated over batches)."""
     if not _gpu_present():
         monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
     cpu = _cuau(nprocs=nprocs, n=2, steps=0, dump_every=1)
-    gpu = _cuau(nprocs=nprocs, n=2, steps=0, dump_every=1, pair_args=" device gpu")
+    gpu = _cuau(nprocs=nprocs, n=2, steps=0, dump_every=1, pair_args=" device gpu" + extra)
     for run in (cpu, gpu):
         assert run.returncode == 0, run.output[-3000:]
     assert "device gpu" in gpu.output + gpu.log and "device cpu" in cpu.output + cpu.log
+    if extra:
+        assert "device gpu, edge_batch 7)" in gpu.output + gpu.log
     a, b = cpu.dump("dump.out")[0], gpu.dump("dump.out")[0]
     for col in ("fx", "fy", "fz", "c_pe"):
         np.testing.assert_allclose(b.column(col), a.column(col), rtol=0, atol=1e-10)
