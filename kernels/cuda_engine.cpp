@@ -25,6 +25,13 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precisio
   throw Error("make_cuda_engine: unknown model architecture");
 }
 
+void HostGraphIndices::download(DeviceBackend& backend, const DeviceAtomGraph& g, Stream s) {
+  species.resize(g.num_nodes), center.resize(g.num_edges), neighbor.resize(g.num_edges);
+  backend.download(species.data(), g.species, species.size() * sizeof(int), s);
+  backend.download(center.data(), g.center, center.size() * sizeof(int), s);
+  backend.download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
+}
+
 }  // namespace clebsch::cuda
 
 extern "C" void* clebsch_cuda_create_engine_v2(const void* model, int precision,

@@ -54,6 +54,15 @@ struct DeviceAtomGraph {
   const double* vector = nullptr; ///< [num_edges][3]
 };
 
+/// Host copies of a device graph's index arrays, for the paths that need them on the host (a
+/// graph the device orderings decline, and the wording of an error).
+struct HostGraphIndices {
+  std::vector<int> species, center, neighbor;
+  bool empty() const { return species.empty() && center.empty(); }
+  /// Copies the three arrays of @p g (synchronous on @p stream).
+  void download(DeviceBackend& backend, const DeviceAtomGraph& g, Stream stream);
+};
+
 /// Device outputs of compute_device (device pointers the caller allocated).
 struct DeviceResult {
   double* energy = nullptr;         ///< [1] total of the local atoms' energies

@@ -499,13 +499,8 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   // The index arrays: the host's copies only when needed (a graph the device kernels decline,
   // whose error or order the host path gives, and the message of a failed geometry check).
-  std::vector<int> species, center, neighbor;
-  auto download_indices = [&] {
-    species.resize(g.num_nodes), center.resize(g.num_edges), neighbor.resize(g.num_edges);
-    backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
-    backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
-    backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
-  };
+  HostGraphIndices host;
+  auto download_indices = [&] { host.download(*backend_, g, s); };
   if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
   if (orderer_->build(edges_, L_, N_, E_, S_, g.species, g.center, g.neighbor, batch_edges(E_),
                       s)) {
@@ -513,9 +508,9 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
     phase("edge orderings (device)", s);
   } else {
     download_indices();
-    validate_indices(g.num_local, g.num_nodes, g.num_edges, species.data(), center.data(),
-                     neighbor.data(), exchange);
-    build_orderings(E_, center.data(), neighbor.data(), s);
+    validate_indices(g.num_local, g.num_nodes, g.num_edges, host.species.data(),
+                     host.center.data(), host.neighbor.data(), exchange);
+    build_orderings(E_, host.center.data(), host.neighbor.data(), s);
     phase("edge orderings (host: centres not sorted)", s);
   }
   atom_energy_.resize(L_);
@@ -528,13 +523,13 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
   }();
   if (status != ~0ull) {
     // Re-run the host checks on the offending edge for the host engine's message.
-    if (center.empty()) download_indices();
+    if (host.empty()) download_indices();
     const std::size_t e = static_cast<std::size_t>(status & ((1ull << 40) - 1));
     double v[3];
     backend_->download(v, g.vector + 3 * e, sizeof v, s);
-    int c = center[e], j = neighbor[e];
+    int c = host.center[e], j = host.neighbor[e];
     try {
-      validate_vectors(1, species.data(), &c, &j, v);
+      validate_vectors(1, host.species.data(), &c, &j, v);
     } catch (const Error& err) {
       std::string msg = err.what();
       throw Error("edge " + std::to_string(e) + msg.substr(msg.find(' ', 5)));

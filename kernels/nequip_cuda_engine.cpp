@@ -256,21 +256,18 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
                 std::to_string(g.num_edges) + " edges");
   // The index arrays come to the host only when needed: a graph the device orderings decline
   // (an index out of range, centres not sorted) and the message of a failed geometry check.
-  std::vector<int> species, center, neighbor;
-  auto download_indices = [&] {
-    species.resize(g.num_nodes), center.resize(g.num_edges), neighbor.resize(g.num_edges);
-    backend_->download(species.data(), g.species, species.size() * sizeof(int), s);
-    backend_->download(center.data(), g.center, center.size() * sizeof(int), s);
-    backend_->download(neighbor.data(), g.neighbor, neighbor.size() * sizeof(int), s);
-  };
+  HostGraphIndices host;
+  auto download_indices = [&] { host.download(*backend_, g, s); };
   auto check_indices_on_host = [&] {
     try {
-      const AtomGraph indices{g.num_local,   g.num_nodes,     species.data(), g.num_edges,
-                              center.data(), neighbor.data(), nullptr};
+      const AtomGraph indices{g.num_local,         g.num_nodes,
+                              host.species.data(), g.num_edges,
+                              host.center.data(),  host.neighbor.data(),
+                              nullptr};
       check_nequip_graph(indices, exchange != nullptr, limits_, /*check_vectors=*/false);
     } catch (const Error&) {
       // A vector before the bad index may be bad too: the host's first error is the message.
-      recheck_on_host(g, species, center, neighbor, exchange, s);
+      recheck_on_host(g, host.species, host.center, host.neighbor, exchange, s);
       throw;  // not reached: the host checks find the same index error
     }
   };
@@ -284,7 +281,7 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
                                      g.center, g.neighbor, 0, s)) {
     download_indices();
     check_indices_on_host();
-    build_orderings(center.data(), neighbor.data(), s);
+    build_orderings(host.center.data(), host.neighbor.data(), s);
   }
   size_at_least_one(atom_energy_, L_);
   double* ae = r.atom_energy ? r.atom_energy : atom_energy_.data();
@@ -292,8 +289,8 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
   unsigned long long status = 0;
   backend_->download(&status, status_.data(), sizeof status, s);
   if (status != ~0ull) {
-    if (center.empty() && g.num_edges > 0) download_indices();
-    recheck_on_host(g, species, center, neighbor, exchange, s);
+    if (host.empty() && (g.num_edges > 0 || g.num_nodes > 0)) download_indices();
+    recheck_on_host(g, host.species, host.center, host.neighbor, exchange, s);
   }
   if (r.energy) {
     gk_->total(ae, static_cast<long long>(L_), r.energy, s);
