@@ -52,6 +52,7 @@ struct Options {
   std::string json_path;
   bool precompile = false;
   bool coverage = false;  ///< --precompile: also the coverage shapes of the tests
+  bool ptxas_log = false; ///< --precompile: print ptxas's per-kernel resource lines
   bool cached_only = false;  ///< skip configurations whose module is not in the kernel cache
   /// Tuning knobs (--prefetch-registers, --loop-cg-above, --budget32, --budget64).
   ScheduleOptions schedule;
@@ -108,6 +109,8 @@ Options parse(int argc, char** argv) {
       o.precompile = true;
     } else if (a == "--coverage") {
       o.coverage = true;
+    } else if (a == "--ptxas-log") {
+      o.ptxas_log = true;
     } else if (a == "--cached-only") {
       o.cached_only = true;
     } else if (a == "--variant") {
@@ -116,6 +119,12 @@ Options parse(int argc, char** argv) {
       o.schedule.prefetch_registers = std::stoi(value());
     } else if (a == "--loop-cg-above") {
       o.schedule.loop_cg_above = std::stoi(value());
+    } else if (a == "--warps") {
+      o.schedule.warps_per_block = std::stoi(value());
+    } else if (a == "--max-tile") {
+      o.schedule.max_tile = o.schedule.max_tile_atomic = std::stoi(value());
+    } else if (a == "--matrix-cg") {
+      o.schedule.matrix_cg = std::stoi(value()) != 0;
     } else if (a == "--budget32") {
       o.schedule.budget_float32 = std::stoi(value());
     } else if (a == "--budget64") {
@@ -126,9 +135,11 @@ Options parse(int argc, char** argv) {
       throw Error("unknown option " + a +
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
-                  "FILE --cached-only --prefetch-registers N --loop-cg-above N --budget32 N "
+                  "FILE --cached-only --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
+                  "--warps N --max-tile N "
+                  "--budget32 N "
                   "--budget64 N "
-                  "--precompile [--coverage] [--threads N])");
+                  "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }
   if (o.reps < 20 && !o.precompile)
@@ -193,6 +204,7 @@ int precompile(const Options& o) {
                       j.name.c_str(), to_string(j.dtype).c_str(), to_string(j.acc).c_str(),
                       c.seconds, c.from_cache ? "(cache)" : "       ", max_regs, spill);
         line = buf;
+        if (o.ptxas_log) line += "\n" + c.log;
       } catch (const std::exception& e) {
         line = j.name + ": FAILED: " + e.what();
         std::lock_guard<std::mutex> lock(mutex);

@@ -14,7 +14,8 @@
 //                    gw = sum_i (dx_i a_i + x_i a'_i),  a' = a with dy, b' = b with dx
 // (w = 1 and dw = 0 for an instruction without weights, which then has no gw).
 //
-// Two forms of the per-edge contractions, chosen per module (ScheduleOptions::loop_cg_above):
+// Three forms of the per-edge contractions, chosen per module (ScheduleOptions::loop_cg_above)
+// and pass (ScheduleOptions::matrix_cg):
 //   - unrolled (the default, every MACE/NequIP model with l <= 3): one multiply-add per CG entry
 //     with the coefficient as an immediate; fastest to run, but NVRTC's time grows much faster
 //     than the code: 55-60 s per module at l = 4, 3-6 min at l = 6, 20+ min at l = 7;
@@ -30,8 +31,19 @@
 //     reference with the form forced on small problems). Measured on the H200 (bench/NOTES.md):
 //     about 9x slower than the unrolled form at l = 4 (forward 4.6 ms against 0.52 ms in float32)
 //     and only 3-4x faster than e3nn at l = 5: it keeps l >= 5 compilable, not fast. The per-
-//     entry operand and table loads are the cost; the next form shares one per-edge matrix
-//     M(Y)_ik = sum_j C_ijk Y_j across the channels (shared memory) and contracts it densely.
+//     entry operand and table loads are the cost. It remains the form of the double passes;
+//   - matrix (the forward and backward passes of a looped module): per edge and instruction the
+//     warp builds M(Y)_ik = sum_j C_ijk Y_j once in its shared-memory scratch (tables kMj/kMc:
+//     the one or two j of each (i, k) and their C), and each lane contracts it densely with its
+//     channel's operands: t_k = sum_i x_i M_ik forward, a_i = sum_k M_ik g_k backward (grad_x,
+//     and grad_W = sum_i x_i a_i). Per multiply-add a lane reads one shared-memory broadcast
+//     from 16-byte vector loads, no table and no indexed operand. grad_Y = sum_ik C_ijk P_ik
+//     needs P_ik = sum over channels of w x_i g_k: the lanes form the products of the
+//     instruction's non-zero (i, k) pairs (unrolled, operands in registers), sum them over the
+//     warp 32 pairs at a time with transposed shuffle reductions into shared memory, and lane
+//     j contracts P with C (tables kPptr/kPpair/kPc) into the warp's grad_Y row, which replaces
+//     the per-lane gy registers of the other forms. The code per instruction grows with d1 and
+//     its pair count, not with the non-zeros times the operand count.
 #include "emit_conv.h"
 
 #include <algorithm>
@@ -123,14 +135,6 @@ std::vector<char> used_indices(const std::vector<CgEntry>& cg, int n,
   return used;
 }
 
-// Whether @p p is emitted in the looped form (see the file comment).
-bool uses_looped_cg(const TpProblem& p, const ScheduleOptions& o) {
-  if (o.loop_cg_above < 0) return false;
-  std::size_t largest = 0;
-  for (const TpPath& path : p.paths()) largest = std::max(largest, path.cg.size());
-  return largest > static_cast<std::size_t>(o.loop_cg_above);
-}
-
 // One accumulation of the looped form: out[index] += C * left[left_index] * right[right_index],
 // the indices being the loop's ci, cj, ck.
 struct LoopTerm {
@@ -155,7 +159,9 @@ std::string zero_arrays(const std::vector<std::pair<std::string, int>>& arrays) 
 class ModuleEmitter {
  public:
   ModuleEmitter(const TpProblem& p, const Schedule& s)
-      : p_(p), s_(s), looped_(uses_looped_cg(p, s.options)) {}
+      : p_(p), s_(s), looped_(uses_looped_cg(p, s.options)) {
+    for (const PassSchedule& ps : s.passes) any_matrix_ |= ps.smem.m_offset >= 0;
+  }
 
   std::string run() {
     Writer w;
@@ -177,6 +183,10 @@ class ModuleEmitter {
     w.raw(templates::k_conv_prelude);
     w.raw(templates::k_conv_passes);
     if (looped_) emit_cg_tables(w);
+    if (any_matrix_) {
+      w.raw(templates::k_conv_matrix);
+      emit_matrix_tables(w);
+    }
     for (const PassSchedule& ps : s_.passes) {
       w("");
       w("// ==== " + to_string(ps.pass) + " pass " + std::string(60, '='));
@@ -385,6 +395,153 @@ class ModuleEmitter {
     cg_loop(w, n, terms);
   }
 
+  bool matrix(Pass pass) const { return s_.pass(pass).smem.m_offset >= 0; }
+  int stride(int d1) const { return matrix_cg_stride(d1, p_.dtype()); }
+
+  // Instruction n's non-zero (i, k) pairs in (i, k) order: the products x_i grad_out_k of the
+  // matrix form's grad_Y, and their positions in its P buffer.
+  std::vector<std::pair<int, int>> pairs(int n) const {
+    std::vector<std::pair<int, int>> v;
+    for (const CgEntry& e : p_.paths()[n].cg) v.push_back({e.i, e.k});
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }
+
+  // Largest number of CG entries of one (i, k) pair over the module: the terms of an M entry.
+  int matrix_j() const {
+    int most = 1;
+    for (const TpPath& path : p_.paths()) {
+      std::map<std::pair<int, int>, int> count;
+      for (const CgEntry& e : path.cg) most = std::max(most, ++count[{e.i, e.k}]);
+    }
+    return most;
+  }
+
+  template <class T>
+  void table(Writer& w, const std::string& decl, const std::vector<T>& values, int per_line,
+             const std::function<std::string(const T&)>& fmt) {
+    w.open(decl + "[" + str(int(values.size())) + "] = {");
+    for (std::size_t m = 0; m < values.size(); m += per_line) {
+      std::string line;
+      for (std::size_t q = m; q < std::min(values.size(), m + per_line); ++q)
+        line += fmt(values[q]) + ", ";
+      w(line.substr(0, line.size() - 1));
+    }
+    w.close("};");
+  }
+
+  // The matrix form's tables, per instruction n with entries: kMj<n>/kMc<n> build M (entry
+  // q = k * stride + i: the j of its terms, 8 bits each, and their C, zero in unused slots and
+  // in the padding); for the backward pass kPptr<n>/kPpair<n>/kPc<n> list the entries by j
+  // (CG order within one j) as positions in the pair list and C.
+  void emit_matrix_tables(Writer& w) {
+    const int kj = matrix_j();
+    if (kj > 4) throw Error("emit_conv_module: an (i, k) pair with more than 4 CG terms");
+    int largest = 0;
+    for (const TpPath& path : p_.paths())
+      largest = std::max(largest, p_.out()[path.out].dim() * stride(p_.in1()[path.in1].dim()));
+    w("");
+    w("// ==== matrix CG form tables " + std::string(60, '='));
+    w("constexpr int kMatrixJ = " + str(kj) + ", kMatrixStride = " + str(largest) + ";");
+    for (std::size_t n = 0; n < p_.paths().size(); ++n) {
+      const TpPath& path = p_.paths()[n];
+      if (path.cg.empty()) continue;
+      const int d1 = p_.in1()[path.in1].dim(), d3 = p_.out()[path.out].dim(), d1p = stride(d1);
+      std::vector<unsigned> js(std::size_t(d3 * d1p), 0u);
+      std::vector<double> cs(js.size() * kj, 0.0);
+      std::vector<int> used(js.size(), 0);
+      for (const CgEntry& e : path.cg) {
+        const std::size_t q = std::size_t(e.k * d1p + e.i);
+        js[q] |= unsigned(e.j) << (8 * used[q]);
+        cs[q * kj + used[q]++] = e.c;
+      }
+      const std::string tag = str(int(n));
+      table<unsigned>(w, "__device__ const unsigned kMj" + tag, js, 12,
+                      [](const unsigned& v) { return str(int(v)) + "u"; });
+      table<double>(w, "__device__ const real kMc" + tag, cs, 6,
+                    [&](const double& v) { return lit(v); });
+      if (!matrix(Pass::kBackward)) continue;
+      const std::vector<std::pair<int, int>> pl = pairs(int(n));
+      const std::vector<std::size_t> order = order_by(n, 'j');
+      const int d2 = p_.in2()[path.in2].dim();
+      std::vector<int> ptr(std::size_t(d2 + 1), 0);
+      std::vector<unsigned> at;
+      std::vector<double> c;
+      for (std::size_t m : order) {
+        const CgEntry& e = path.cg[m];
+        ++ptr[std::size_t(e.j + 1)];
+        at.push_back(unsigned(std::lower_bound(pl.begin(), pl.end(), std::make_pair(e.i, e.k)) -
+                              pl.begin()));
+        c.push_back(e.c);
+      }
+      for (int j = 0; j < d2; ++j) ptr[std::size_t(j + 1)] += ptr[std::size_t(j)];
+      table<int>(w, "__device__ const int kPptr" + tag, ptr, 16,
+                 [](const int& v) { return str(v); });
+      table<unsigned>(w, "__device__ const unsigned kPpair" + tag, at, 12,
+                      [](const unsigned& v) { return str(int(v)) + "u"; });
+      table<double>(w, "__device__ const real kPc" + tag, c, 6,
+                    [&](const double& v) { return lit(v); });
+    }
+  }
+
+  // Receiver pass, matrix form, instruction n and second-operand channel v (inside its braces):
+  // the warp builds M into buffer @p parity, each lane contracts it with its x.
+  void receiver_path_matrix(Writer& w, int n, int v, int acc_base, int parity) {
+    const TpPath& path = p_.paths()[n];
+    const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
+    const int d1 = b1.dim(), d3 = p_.out()[path.out].dim(), d1p = stride(d1);
+    w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
+    w("build_matrix<" + str(d3 * d1p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
+      ", ys + " + str(b2.offset + v * b2.dim()) + ");");
+    w(local_array("xa", d1, [&](int i) { return xn(path.in1, i); }));
+    w("real t[" + str(d3) + "];");
+    w("matrix_apply<" + str(d1) + ", " + str(d1p) + ", " + str(d3) + ">(xa, mm, t);");
+    for (int k = 0; k < d3; ++k) {
+      const std::string acc = "acc[" + str(acc_base + k) + "]";
+      if (path.has_weight)
+        w(acc + " = madd(" + wn(n, v) + ", t[" + str(k) + "], " + acc + ");");
+      else
+        w(acc + " += t[" + str(k) + "];");
+    }
+  }
+
+  // Sender pass, matrix form: a_i = sum_k M_ik g_k into ca (the caller updates grad_x and
+  // grad_W from it as in the other forms), and grad_Y: the products w x_i g_k of the
+  // instruction's pairs summed over the lanes 32 at a time (transposed reductions) into P, then
+  // contracted with C by lane j into the warp's grad_Y row gys.
+  void sender_path_matrix(Writer& w, int n, int v, int gy_at, int parity) {
+    const TpPath& path = p_.paths()[n];
+    const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
+    const int d1 = b1.dim(), d2 = b2.dim(), d3 = p_.out()[path.out].dim(), d1p = stride(d1);
+    w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
+    w("real* pp = ms + " + str(2 + parity) + " * kMatrixStride;");
+    w("build_matrix<" + str(d3 * d1p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
+      ", ys + " + str(b2.offset + v * d2) + ");");
+    w(local_array("ga", d3, [&](int k) { return gn(path.out, k); }));
+    w("real ca[" + str(d1) + "];");
+    w("matrix_apply_transposed<" + str(d1) + ", " + str(d1p) + ", " + str(d3) +
+      ">(ga, mm, ca);");
+    for (int k = 0; k < d3; ++k)
+      w("const real wg" + str(k) + " = " +
+        (path.has_weight ? wn(n, v) + " * " + gn(path.out, k) : gn(path.out, k)) + ";");
+    const std::vector<std::pair<int, int>> pl = pairs(n);
+    for (std::size_t base = 0; base < pl.size(); base += 32) {
+      const int count = int(std::min<std::size_t>(32, pl.size() - base));
+      std::string init;
+      for (int q = 0; q < count; ++q)
+        init += std::string(q ? ", " : "") + xn(path.in1, pl[base + q].first) + " * wg" +
+                str(pl[base + q].second);
+      w.open("{");
+      w("const real pv[" + str(count) + "] = {" + init + "};");
+      w("store_reduced<" + str(count) + ">(pp, " + str(int(base)) + ", Transposed<" +
+        str(count) + ">::reduce<0>(pv, lane), lane);");
+      w.close();
+    }
+    w("matrix_grad_y<" + str(d2) + ">(gys + " + str(gy_at) + ", pp, kPptr" + str(n) +
+      ", kPpair" + str(n) + ", kPc" + str(n) + ");");
+  }
+
   void emit_config(Writer& w, const PassSchedule& ps) {
     const SharedMemoryPlan& sm = ps.smem;
     w("struct " + cfg_name(ps.pass) + " {");
@@ -396,6 +553,7 @@ class ModuleEmitter {
       ", kBytesPerWarp = " + str(sm.bytes_per_warp) + ";");
     w(std::string("  static constexpr bool kReceiverRows = ") +
       (is_receiver_pass(ps.pass) ? "true" : "false") + ";");
+    if (looped_) w("  static constexpr int kMOffset = " + str(sm.m_offset) + ";");
     w("};");
   }
 
@@ -512,6 +670,9 @@ class ModuleEmitter {
         "(&acc)[kAcc]) {");
     w("(void)ys, (void)dys;");
     emit_compute_prologue(w, g, dbl, false);
+    const bool mat = matrix(ps.pass);
+    int parity = 0;
+    if (mat) w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
     for (int n : g.paths) {
       const TpPath& path = p_.paths()[n];
       if (path.cg.empty()) continue;
@@ -520,6 +681,12 @@ class ModuleEmitter {
       w(path_comment(path, n));
       for (int v = 0; v < m2; ++v) {
         w.open("{");
+        if (mat) {
+          receiver_path_matrix(w, n, v, base[path.out], parity);
+          parity ^= 1;
+          w.close();
+          continue;
+        }
         if (looped_) {
           receiver_path_looped(w, n, v, dbl, base[path.out]);
           w.close();
@@ -564,6 +731,8 @@ class ModuleEmitter {
         w.close();
       }
     }
+    // The next edge's first instruction may rebuild the buffer a slower lane still reads.
+    if (mat) w("__syncwarp();");
     w.close();
     for (const char* mode : {"add", "store"}) {
       const bool atomic = std::string(mode) == "add";
@@ -637,9 +806,12 @@ class ModuleEmitter {
       for (int b : ps.groups[h].in2_blocks) gy_first[b] = 0;
     }
 
+    // Matrix form: grad_Y is summed over the lanes in the warp's shared-memory row gys, not in
+    // per-lane registers (gy is a one-value placeholder).
+    const bool mat = matrix(ps.pass);
     w.open("struct " + group_name(ps.pass, gi) + " {");
-    w("static constexpr int kGx = " + str(n_gx) + ", kGy = " + str(n_gy) + ", kChunks = " +
-      str(g.chunks) + ";");
+    w("static constexpr int kGx = " + str(n_gx) + ", kGy = " + str(mat ? 1 : n_gy) +
+      ", kChunks = " + str(g.chunks) + ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
     emit_ops_and_load(w, g, dbl, true);
     w.open(
@@ -649,6 +821,13 @@ class ModuleEmitter {
     w("const bool ok = u < " + str(g.mul) + ";");
     w("(void)ok;");
     emit_compute_prologue(w, g, dbl, true);
+    int parity = 0;
+    if (mat) {
+      w("const int lane = threadIdx.x & 31;");
+      w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
+      w("real* gys = ms + 4 * kMatrixStride;");
+      w("for (int j = lane; j < " + str(n_gy) + "; j += 32) gys[j] = real(0);");
+    }
     for (int n : g.paths) {
       const TpPath& path = p_.paths()[n];
       const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
@@ -669,7 +848,14 @@ class ModuleEmitter {
         auto gy_at = [&](int j) { return "gy[" + str(gy_base[path.in2] + v * d2 + j) + "]"; };
         const std::string wv = wn(n, v), dwv = dwn(n, v);
         // a_i = sum C y_j g_k ; b_j = sum C x_i g_k (and the primed versions with dy, dx)
-        if (looped_) {
+        if (mat) {
+          if (path.cg.empty()) {
+            w.close();
+            continue;
+          }
+          sender_path_matrix(w, n, v, gy_base[path.in2] + v * d2, parity);
+          parity ^= 1;
+        } else if (looped_) {
           sender_contractions_looped(w, n, v, dbl);
         } else {
           contraction(w, "ca", d1, path.cg, i_of, y_of, g_of, p_.dtype());
@@ -695,7 +881,7 @@ class ModuleEmitter {
           else
             w(gx_at(i) + " += " + ap + ";");
         }
-        for (int j = 0; j < d2; ++j) {
+        for (int j = 0; j < d2 && !mat; ++j) {
           if (!uj[j]) continue;
           const std::string b = r("cb", j), bp = r("cpb", j);
           if (!dbl)
@@ -725,6 +911,8 @@ class ModuleEmitter {
         w.close();
       }
     }
+    // The next edge's first instruction may rebuild the buffers a slower lane still reads.
+    if (mat) w("__syncwarp();");
     w.close();
 
     // grad_x: atomic adds per run of one sender (atomic mode) or one store per row.
@@ -778,10 +966,21 @@ class ModuleEmitter {
       w.close();
     }
     // Transposed warp reduction of each batch of up to 32 values; the owner lane of a value
-    // stores it into (or adds it to) the edge's shared-memory grad_Y row.
+    // stores it into (or adds it to) the edge's shared-memory grad_Y row. Matrix form: the
+    // lane-summed row gys is copied (or added) into it; the barrier after keeps the next edge's
+    // zeroing of gys behind the copy.
     w.open("CLEBSCH_INLINE static void write_gy(real* row, int lane, bool accumulate, const real "
            "(&gy)[kGy]) {");
-    for (int base = 0; base < n_gy; base += 32) {
+    if (mat) {
+      w("(void)gy;");
+      w("const real* gys = matrix_scratch<" + cfg_name(ps.pass) + ">() + 4 * kMatrixStride;");
+      w.open("for (int j = lane; j < " + str(n_gy) + "; j += 32) {");
+      w("real* p = row + gy_offset(j);");
+      w("*p = accumulate ? *p + gys[j] : gys[j];");
+      w.close();
+      w("__syncwarp();");
+    }
+    for (int base = 0; base < n_gy && !mat; base += 32) {
       const int count = std::min(32, n_gy - base);
       w.open("{");
       w("const real v = Transposed<" + str(count) + ">::reduce<" + str(base) + ">(gy, lane);");
@@ -853,6 +1052,7 @@ class ModuleEmitter {
   const TpProblem& p_;
   const Schedule& s_;
   const bool looped_;
+  bool any_matrix_ = false;
 };
 
 }  // namespace

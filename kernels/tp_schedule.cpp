@@ -134,7 +134,32 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
   return groups;
 }
 
+// Scratch of the matrix CG form per warp, in elements: two M buffers (one instruction's matrix
+// is built while a slower lane may still read the previous one), in the backward pass also two
+// buffers of the lane-summed products x_i grad_out_k and one grad_Y row.
+int matrix_scratch_elements(const TpProblem& p, Pass pass) {
+  int largest = 0;
+  for (const TpPath& path : p.paths())
+    largest = std::max(largest, p.out()[path.out].dim() *
+                                    matrix_cg_stride(p.in1()[path.in1].dim(), p.dtype()));
+  return pass == Pass::kForward ? 2 * largest : 4 * largest + p.dim_in2();
+}
+
 }  // namespace
+
+bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
+  if (options.loop_cg_above < 0) return false;
+  std::size_t largest = 0;
+  for (const TpPath& path : problem.paths()) largest = std::max(largest, path.cg.size());
+  return largest > static_cast<std::size_t>(options.loop_cg_above);
+}
+
+bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {
+  return options.matrix_cg && (pass == Pass::kForward || pass == Pass::kBackward) &&
+         uses_looped_cg(problem, options);
+}
+
+int matrix_cg_stride(int d1, DType dtype) { return round_up(d1, 16 / size_of(dtype)); }
 
 std::string DeviceLimits::arch() const {
   return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor);
@@ -213,6 +238,11 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     sm.y_offset = region(true);
     sm.dy_offset = region(with_dy);
     sm.gy_offset = region(with_gy);
+    sm.m_offset = -1;
+    if (uses_matrix_cg(problem, options, pass)) {
+      sm.m_offset = at;
+      at = round_up(at + matrix_scratch_elements(problem, pass) * elem, 16);
+    }
     sm.bytes_per_warp = at;
 
     LaunchConfig& lc = ps.launch;

@@ -94,10 +94,12 @@ struct Group {
 
 /// Per-warp shared memory: byte offsets of the staged arrays and the total. dy_offset (double
 /// passes) and gy_offset (sender passes: the grad_Y rows of the tile, summed over the lanes and
-/// chunks before one coalesced write per value) are -1 when absent.
+/// chunks before one coalesced write per value) are -1 when absent; m_offset is the scratch of
+/// the matrix CG form (uses_matrix_cg), -1 when the pass does not use it.
 struct SharedMemoryPlan {
   int tile;  ///< edges staged at a time
   int edge_offset, sender_offset, receiver_offset, y_offset, dy_offset, gy_offset;
+  int m_offset;
   int bytes_per_warp;
 };
 
@@ -146,7 +148,22 @@ struct ScheduleOptions {
   /// l >= 5 loops: unrolled, NVRTC takes 5 to 20+ minutes per module there.
   /// -1: never loop; 0: loop every instruction (tests of the looped form on small problems).
   int loop_cg_above = 100;
+  /// Matrix CG form for the forward and backward passes of a looped module (emit_conv.cpp):
+  /// per edge and instruction the warp builds M(Y)_ik = sum_j C_ijk Y_j once in shared memory
+  /// (it does not depend on the channel) and each lane contracts it densely with its channel's
+  /// x (forward) or grad_out (backward); grad_Y sums the products x_i grad_out_k over the lanes
+  /// first and contracts them with C once per edge. The double passes stay looped.
+  /// false: the looped form in every pass (A/B benchmarks, tests of the looped form).
+  bool matrix_cg = true;
 };
+
+/// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).
+bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options);
+/// Whether @p pass of @p problem's modules uses the matrix CG form (ScheduleOptions::matrix_cg).
+bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass);
+/// Elements of one instruction's M matrix in the matrix CG form: rows k of d1 values padded to
+/// 16 bytes, so that a lane reads a row with vector loads.
+int matrix_cg_stride(int d1, DType dtype);
 
 /// The whole module's schedule.
 struct Schedule {

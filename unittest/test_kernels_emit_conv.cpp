@@ -129,6 +129,42 @@ TEST(EmitConv, LoopedFormFollowsTheThreshold) {
       EXPECT_EQ(src.find("madd(" + emit_literal(e.c, DType::kFloat64) + ","), std::string::npos);
 }
 
+// The matrix CG form (ScheduleOptions::matrix_cg): in a looped module the forward and backward
+// passes build M(Y) in a shared-memory scratch the schedule reserves; the double passes stay
+// looped; matrix_cg false keeps every pass looped.
+TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
+  const TpProblem p = small_problem(DType::kFloat32, Accumulation::kDeterministic);
+  ScheduleOptions looped;
+  looped.loop_cg_above = 0;
+  const Schedule s = schedule(p, DeviceLimits::h200(), looped);
+  EXPECT_GE(s.pass(Pass::kForward).smem.m_offset, 0);
+  EXPECT_GE(s.pass(Pass::kBackward).smem.m_offset, 0);
+  EXPECT_EQ(s.pass(Pass::kDoubleForward).smem.m_offset, -1);
+  EXPECT_EQ(s.pass(Pass::kDoubleBackward).smem.m_offset, -1);
+  EXPECT_EQ(s.pass(Pass::kForward).smem.m_offset % 16, 0);
+  const std::string src = emit_conv_module(p, s);
+  for (const char* what : {"build_matrix<", "matrix_apply<", "matrix_apply_transposed<",
+                           "matrix_grad_y<", "matrix_scratch<CfgForward>", "matrix_scratch<CfgBackward>"})
+    EXPECT_NE(src.find(what), std::string::npos) << what;
+  EXPECT_EQ(src.find("matrix_scratch<CfgDouble"), std::string::npos);
+  for (std::size_t n = 0; n < p.paths().size(); ++n)
+    if (!p.paths()[n].cg.empty())
+      for (const char* t : {"kMj", "kMc", "kPptr", "kPpair", "kPc"})
+        EXPECT_NE(src.find(t + std::to_string(n) + "["), std::string::npos) << t << n;
+
+  looped.matrix_cg = false;
+  const Schedule plain = schedule(p, DeviceLimits::h200(), looped);
+  EXPECT_EQ(plain.pass(Pass::kForward).smem.m_offset, -1);
+  EXPECT_LT(plain.pass(Pass::kBackward).smem.bytes_per_warp,
+            s.pass(Pass::kBackward).smem.bytes_per_warp);
+  const std::string off = emit_conv_module(p, plain);
+  EXPECT_EQ(off.find("build_matrix"), std::string::npos);
+  EXPECT_NE(off.find("kCgIjk"), std::string::npos);
+  // Unlooped modules reserve nothing and emit no matrix code.
+  EXPECT_EQ(schedule(p, DeviceLimits::h200()).pass(Pass::kForward).smem.m_offset, -1);
+  EXPECT_EQ(emit(p).find("build_matrix"), std::string::npos);
+}
+
 // l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops.
 TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {
   const TensorProduct l4 = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e"),

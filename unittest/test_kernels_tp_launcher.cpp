@@ -23,11 +23,13 @@ struct GpuCase {
   DType dtype;
   Accumulation acc;
   bool sorted;  ///< receivers sorted (the neighbour-list order)
+  bool looped = false;  ///< every instruction looped (loop_cg_above 0): the matrix form and the
+                        ///< looped double passes on small shapes
 };
 
 void PrintTo(const GpuCase& c, std::ostream* os) {
   *os << c.shape << " " << to_string(c.dtype) << " " << to_string(c.acc)
-      << (c.sorted ? " sorted" : " shuffled");
+      << (c.sorted ? " sorted" : " shuffled") << (c.looped ? " looped" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -96,7 +98,9 @@ class KernelVsHost : public ::testing::TestWithParam<GpuCase> {
   void check(double tol) {
     const GpuCase c = GetParam();
     const TensorProduct tp = shape_tp(c.shape);
-    const TpLauncher launcher = TpLauncher::create(tp, c.dtype, c.acc);
+    ScheduleOptions so;
+    if (c.looped) so.loop_cg_above = 0;
+    const TpLauncher launcher = TpLauncher::create(tp, c.dtype, c.acc, {}, so);
     const bool det = c.acc == Accumulation::kDeterministic;
     // Two draws: the kernels must compute the function on any input, not on one.
     for (std::uint64_t seed : {11u, 97u}) {
@@ -169,6 +173,10 @@ std::vector<GpuCase> gpu_cases() {
     }
   cases.push_back({"MaceLike", DType::kFloat32, Accumulation::kAtomic, false});
   cases.push_back({"NonUniform", DType::kFloat64, Accumulation::kAtomic, false});
+  for (const char* shape : {"MaceLike", "NonUniform", "WeightlessMul2"})
+    for (DType d : {DType::kFloat32, DType::kFloat64})
+      for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic})
+        cases.push_back({shape, d, a, true, true});
   return cases;
 }
 
@@ -177,7 +185,7 @@ INSTANTIATE_TEST_SUITE_P(Coverage, KernelVsHost, ::testing::ValuesIn(gpu_cases()
                            const GpuCase& c = info.param;
                            return c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
                                   (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
-                                  (c.sorted ? "" : "_shuffled");
+                                  (c.sorted ? "" : "_shuffled") + (c.looped ? "_looped" : "");
                          });
 
 class LauncherChecks : public ::testing::TestWithParam<Accumulation> {};
