@@ -123,8 +123,14 @@ Options parse(int argc, char** argv) {
       o.schedule.warps_per_block = std::stoi(value());
     } else if (a == "--max-tile") {
       o.schedule.max_tile = o.schedule.max_tile_atomic = std::stoi(value());
+    } else if (a == "--lane-channels") {
+      o.schedule.max_lane_channels = std::stoi(value());
+    } else if (a == "--lane-registers") {
+      o.schedule.matrix_lane_registers = std::stoi(value());
     } else if (a == "--matrix-cg") {
       o.schedule.matrix_cg = std::stoi(value()) != 0;
+    } else if (a == "--forward-budget32") {
+      o.schedule.forward_budget_float32 = std::stoi(value());
     } else if (a == "--budget32") {
       o.schedule.budget_float32 = std::stoi(value());
     } else if (a == "--budget64") {
@@ -136,7 +142,7 @@ Options parse(int argc, char** argv) {
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
                   "FILE --cached-only --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
-                  "--warps N --max-tile N "
+                  "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N "
                   "--budget64 N "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");

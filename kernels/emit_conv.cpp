@@ -42,8 +42,10 @@
 //     instruction's non-zero (i, k) pairs (unrolled, operands in registers), sum them over the
 //     warp 32 pairs at a time with transposed shuffle reductions into shared memory, and lane
 //     j contracts P with C (tables kPptr/kPpair/kPc) into the warp's grad_Y row, which replaces
-//     the per-lane gy registers of the other forms. The code per instruction grows with d1 and
-//     its pair count, not with the non-zeros times the operand count.
+//     the per-lane gy registers of the other forms. Its groups hold one output block each and
+//     give a lane up to four channels (Group::lane_channels), so that one M, its shared-memory
+//     loads and one warp reduction serve all of them. The code per instruction grows with
+//     d1 x d3 and its pair count, not with the non-zeros times the operand count.
 #include "emit_conv.h"
 
 #include <algorithm>
@@ -192,11 +194,18 @@ class ModuleEmitter {
       w("// ==== " + to_string(ps.pass) + " pass " + std::string(60, '='));
       emit_config(w, ps);
       for (std::size_t g = 0; g < ps.groups.size(); ++g) {
+        const bool mat = matrix(ps.pass);
         if (is_receiver_pass(ps.pass)) {
-          emit_receiver_group(w, ps, int(g));
+          if (mat)
+            emit_matrix_receiver_group(w, ps, int(g));
+          else
+            emit_receiver_group(w, ps, int(g));
           emit_receiver_kernel(w, ps, int(g));
         } else {
-          emit_sender_group(w, ps, int(g));
+          if (mat)
+            emit_matrix_sender_group(w, ps, int(g));
+          else
+            emit_sender_group(w, ps, int(g));
           emit_sender_kernel(w, ps, int(g));
         }
       }
@@ -485,61 +494,294 @@ class ModuleEmitter {
     }
   }
 
-  // Receiver pass, matrix form, instruction n and second-operand channel v (inside its braces):
-  // the warp builds M into buffer @p parity, each lane contracts it with its x.
-  void receiver_path_matrix(Writer& w, int n, int v, int acc_base, int parity) {
-    const TpPath& path = p_.paths()[n];
-    const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
-    const int d1 = b1.dim(), d3 = p_.out()[path.out].dim(), d1p = stride(d1);
-    w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
-    w("build_matrix<" + str(d3 * d1p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
-      ", ys + " + str(b2.offset + v * b2.dim()) + ");");
-    w(local_array("xa", d1, [&](int i) { return xn(path.in1, i); }));
-    w("real t[" + str(d3) + "];");
-    w("matrix_apply<" + str(d1) + ", " + str(d1p) + ", " + str(d3) + ">(xa, mm, t);");
-    for (int k = 0; k < d3; ++k) {
-      const std::string acc = "acc[" + str(acc_base + k) + "]";
-      if (path.has_weight)
-        w(acc + " = madd(" + wn(n, v) + ", t[" + str(k) + "], " + acc + ");");
-      else
-        w(acc + " += t[" + str(k) + "];");
+  // ---- matrix form groups (one output block, lane_channels channels per lane) ----------------
+  // Channel h of a lane: u0 + 32 h, u0 = 32 * lane_channels * chunk + lane.
+
+  std::string hs(const std::string& name, int h) const { return name + "_" + str(h); }
+
+  // struct Ops and load() of a matrix group: x, W (and grad_out in the sender pass) of each of
+  // the lane's channels; zeros for a skipped edge or a channel past the multiplicity.
+  void emit_matrix_ops(Writer& w, const Group& g, bool sender) {
+    const int nc = g.lane_channels;
+    std::vector<std::string> names;
+    std::vector<std::string> loads;
+    for (int h = 0; h < nc; ++h) {
+      const std::string uh = "(u0 + " + str(32 * h) + ")", ok = "ok" + str(h);
+      for (int a : g.in1_blocks) {
+        const TpBlock& b = p_.in1()[a];
+        for (int i = 0; i < b.dim(); ++i) {
+          names.push_back(hs(xn(a, i), h));
+          loads.push_back(ok + " ? ldg(x + " + str(b.offset) + " + " + uh + " * " + str(b.dim()) +
+                          " + " + str(i) + ") : real(0)");
+        }
+      }
+      for (int n : g.paths) {
+        const TpPath& path = p_.paths()[n];
+        if (!path.has_weight) continue;
+        const int m2 = p_.in2()[path.in2].mul;
+        for (int v = 0; v < m2; ++v) {
+          names.push_back(hs(wn(n, v), h));
+          loads.push_back("(" + ok + " && w) ? ldcs(w + " + str(path.weight_offset) + " + " + uh +
+                          " * " + str(m2) + " + " + str(v) + ") : real(0)");
+        }
+      }
+      if (sender)
+        for (int o : g.out_blocks) {
+          const TpBlock& b = p_.out()[o];
+          for (int k = 0; k < b.dim(); ++k) {
+            names.push_back(hs(gn(o, k), h));
+            loads.push_back(ok + " ? ldg(gr + " + str(b.offset) + " + " + uh + " * " +
+                            str(b.dim()) + " + " + str(k) + ") : real(0)");
+          }
+        }
     }
+    w.open("struct Ops {");
+    for (std::size_t k = 0; k < names.size(); k += 8) {
+      std::string line = "real ";
+      for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
+        line += (m > k ? ", " : "") + names[m];
+      w(line + ";");
+    }
+    w.close("};");
+    w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
+           (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
+    w("const int u0 = lane_channel(u);");
+    for (int h = 0; h < nc; ++h)
+      w("const bool ok" + str(h) + " = s >= 0 && u0 + " + str(32 * h) + " < " + str(g.mul) + ";");
+    w("const real* x = (const real*)a.x + (long long)(s >= 0 ? s : 0) * kDim1;");
+    w("const real* w = a.w ? (const real*)a.w + (long long)(s >= 0 ? e : 0) * kNumWeights : "
+      "nullptr;");
+    if (sender) w("const real* gr = (const real*)a.g + (long long)(s >= 0 ? r : 0) * kDimOut;");
+    w("(void)x, (void)w;");
+    for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
+    w.close();
+    w("CLEBSCH_INLINE static int lane_channel(int u) { return (u >> 5) * " + str(32 * nc) +
+      " + (u & 31); }");
   }
 
-  // Sender pass, matrix form: a_i = sum_k M_ik g_k into ca (the caller updates grad_x and
-  // grad_W from it as in the other forms), and grad_Y: the products w x_i g_k of the
-  // instruction's pairs summed over the lanes 32 at a time (transposed reductions) into P, then
-  // contracted with C by lane j into the warp's grad_Y row gys.
-  void sender_path_matrix(Writer& w, int n, int v, int gy_at, int parity) {
+  // "{{a_0, b_0}, {a_1, b_1}}": a [lane_channels][n] array initialiser.
+  std::string channel_rows(int nc, int n, const std::function<std::string(int, int)>& at) const {
+    std::string rows;
+    for (int h = 0; h < nc; ++h) {
+      std::string row;
+      for (int m = 0; m < n; ++m) row += (m ? ", " : "") + at(h, m);
+      rows += (h ? ", {" : "{") + row + "}";
+    }
+    return "{" + rows + "}";
+  }
+
+  std::string build_call(int n, int v) const {
     const TpPath& path = p_.paths()[n];
-    const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
-    const int d1 = b1.dim(), d2 = b2.dim(), d3 = p_.out()[path.out].dim(), d1p = stride(d1);
-    w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
-    w("real* pp = ms + " + str(2 + parity) + " * kMatrixStride;");
-    w("build_matrix<" + str(d3 * d1p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
-      ", ys + " + str(b2.offset + v * d2) + ");");
-    w(local_array("ga", d3, [&](int k) { return gn(path.out, k); }));
-    w("real ca[" + str(d1) + "];");
-    w("matrix_apply_transposed<" + str(d1) + ", " + str(d1p) + ", " + str(d3) +
-      ">(ga, mm, ca);");
-    for (int k = 0; k < d3; ++k)
-      w("const real wg" + str(k) + " = " +
-        (path.has_weight ? wn(n, v) + " * " + gn(path.out, k) : gn(path.out, k)) + ";");
-    const std::vector<std::pair<int, int>> pl = pairs(n);
-    for (std::size_t base = 0; base < pl.size(); base += 32) {
-      const int count = int(std::min<std::size_t>(32, pl.size() - base));
-      std::string init;
-      for (int q = 0; q < count; ++q)
-        init += std::string(q ? ", " : "") + xn(path.in1, pl[base + q].first) + " * wg" +
-                str(pl[base + q].second);
-      w.open("{");
-      w("const real pv[" + str(count) + "] = {" + init + "};");
-      w("store_reduced<" + str(count) + ">(pp, " + str(int(base)) + ", Transposed<" +
-        str(count) + ">::reduce<0>(pv, lane), lane);");
+    const TpBlock& b2 = p_.in2()[path.in2];
+    const int d3 = p_.out()[path.out].dim(), d1p = stride(p_.in1()[path.in1].dim());
+    return "build_matrix<" + str(d3 * d1p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
+           ", ys + " + str(b2.offset + v * b2.dim()) + ");";
+  }
+
+  // Receiver pass, matrix form: per instruction and Y channel v the warp builds M (two buffers
+  // alternate, so one barrier per instruction suffices), each lane contracts it with the x of
+  // its channels.
+  void emit_matrix_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
+    const Group& g = ps.groups[gi];
+    const int nc = g.lane_channels, ob = g.out_blocks.at(0), d3 = p_.out()[ob].dim();
+    group_comment(w, ps, g, gi);
+    w("// matrix form, " + str(nc) + " channel(s) per lane");
+    w.open("struct " + group_name(ps.pass, gi) + " {");
+    w("static constexpr int kAcc = " + str(nc * d3) + ";");
+    w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
+    emit_matrix_ops(w, g, false);
+    w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
+           "real (&acc)[kAcc]) {");
+    w("(void)dys;");
+    w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
+    int parity = 0;
+    for (int n : g.paths) {
+      const TpPath& path = p_.paths()[n];
+      if (path.cg.empty()) continue;
+      const int d1 = p_.in1()[path.in1].dim();
+      w(path_comment(path, n));
+      for (int v = 0; v < p_.in2()[path.in2].mul; ++v) {
+        w.open("{");
+        w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
+        parity ^= 1;
+        w(build_call(n, v));
+        w("const real xa[" + str(nc) + "][" + str(d1) + "] = " +
+          channel_rows(nc, d1, [&](int h, int i) { return "o." + hs(xn(path.in1, i), h); }) +
+          ";");
+        w("real t[" + str(nc) + "][" + str(d3) + "];");
+        w("matrix_apply<" + str(nc) + ", " + str(d1) + ", " + str(stride(d1)) + ", " + str(d3) +
+          ">(xa, mm, t);");
+        for (int h = 0; h < nc; ++h)
+          for (int k = 0; k < d3; ++k) {
+            const std::string acc = "acc[" + str(h * d3 + k) + "]";
+            const std::string tk = "t[" + str(h) + "][" + str(k) + "]";
+            w(path.has_weight ? acc + " = madd(o." + hs(wn(n, v), h) + ", " + tk + ", " + acc + ");"
+                              : acc + " += " + tk + ";");
+          }
+        w.close();
+      }
+    }
+    // The next edge's first instruction may rebuild the buffer a slower lane still reads.
+    w("__syncwarp();");
+    w.close();
+    const TpBlock& b = p_.out()[ob];
+    for (const char* mode : {"add", "store"}) {
+      const bool atomic = std::string(mode) == "add";
+      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
+             "(const ConvArgs& a, long long r, int u, const real (&acc)[kAcc]) {");
+      w("real* o = (real*)a.out + r * kDimOut;");
+      w("const int u0 = lane_channel(u);");
+      for (int h = 0; h < nc; ++h) {
+        w.open("if (u0 + " + str(32 * h) + " < " + str(g.mul) + ") {");
+        for (int k = 0; k < d3; ++k) {
+          const std::string at = "o + " + str(b.offset) + " + (u0 + " + str(32 * h) + ") * " +
+                                 str(d3) + " + " + str(k);
+          const std::string v = "acc[" + str(h * d3 + k) + "]";
+          w(atomic ? "atomicAdd(" + at + ", " + v + ");" : "*(" + at + ") = " + v + ";");
+        }
+        w.close();
+      }
       w.close();
     }
-    w("matrix_grad_y<" + str(d2) + ">(gys + " + str(gy_at) + ", pp, kPptr" + str(n) +
-      ", kPpair" + str(n) + ", kPc" + str(n) + ");");
+    w.close("};");
+  }
+
+  // Sender pass, matrix form: per instruction and Y channel v the warp builds M; each lane forms
+  // a_i = sum_k M_ik g_k for its channels (grad_x, and grad_W = sum_i x_i a_i), and grad_Y comes
+  // from the products w x_i g_k of the instruction's pairs, summed over the lane's channels in
+  // registers and over the warp 32 pairs at a time (transposed reductions) into P, contracted
+  // with C by lane j into the warp's grad_Y row gys (the per-lane gy of the other forms is a
+  // one-value placeholder here).
+  void emit_matrix_sender_group(Writer& w, const PassSchedule& ps, int gi) {
+    const Group& g = ps.groups[gi];
+    const int nc = g.lane_channels;
+    group_comment(w, ps, g, gi);
+    w("// matrix form, " + str(nc) + " channel(s) per lane");
+    std::map<int, int> gx_base, gy_base;
+    int n_gx = 0, n_gy = 0;
+    for (int a : g.in1_blocks) gx_base[a] = n_gx, n_gx += p_.in1()[a].dim();
+    for (int b : g.in2_blocks) gy_base[b] = n_gy, n_gy += p_.in2()[b].mul * p_.in2()[b].dim();
+    std::vector<char> gx_first(p_.in1().size(), 1), gy_first(p_.in2().size(), 1);
+    for (int h = 0; h < gi; ++h) {
+      for (int a : ps.groups[h].in1_blocks) gx_first[a] = 0;
+      for (int b : ps.groups[h].in2_blocks) gy_first[b] = 0;
+    }
+    w.open("struct " + group_name(ps.pass, gi) + " {");
+    w("static constexpr int kGx = " + str(nc * n_gx) + ", kGy = 1, kChunks = " + str(g.chunks) +
+      ";");
+    w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
+    emit_matrix_ops(w, g, true);
+    w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
+           "real* gw, int u, real (&gx)[kGx], real (&gy)[kGy]) {");
+    w("(void)dys, (void)gy;");
+    w("const int lane = threadIdx.x & 31, u0 = lane_channel(u);");
+    w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
+    w("real* gys = ms + 4 * kMatrixStride;");
+    w("for (int j = lane; j < " + str(n_gy) + "; j += 32) gys[j] = real(0);");
+    int parity = 0;
+    for (int n : g.paths) {
+      const TpPath& path = p_.paths()[n];
+      if (path.cg.empty()) continue;
+      const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
+      const int d1 = b1.dim(), d2 = b2.dim(), d3 = p_.out()[path.out].dim();
+      w(path_comment(path, n));
+      for (int v = 0; v < b2.mul; ++v) {
+        w.open("{");
+        w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
+        w("real* pp = ms + " + str(2 + parity) + " * kMatrixStride;");
+        parity ^= 1;
+        w(build_call(n, v));
+        w("const real ga[" + str(nc) + "][" + str(d3) + "] = " +
+          channel_rows(nc, d3, [&](int h, int k) { return "o." + hs(gn(path.out, k), h); }) +
+          ";");
+        w("real ca[" + str(nc) + "][" + str(d1) + "];");
+        w("matrix_apply_transposed<" + str(nc) + ", " + str(d1) + ", " + str(stride(d1)) + ", " +
+          str(d3) + ">(ga, mm, ca);");
+        auto wg = [&](int k, int h) { return "wg" + str(k) + "_" + str(h); };
+        for (int h = 0; h < nc; ++h)
+          for (int k = 0; k < d3; ++k)
+            w("const real " + wg(k, h) + " = " +
+              (path.has_weight ? "o." + hs(wn(n, v), h) + " * o." + hs(gn(path.out, k), h)
+                               : "o." + hs(gn(path.out, k), h)) +
+              ";");
+        const std::vector<std::pair<int, int>> pl = pairs(n);
+        for (std::size_t base = 0; base < pl.size(); base += 32) {
+          const int count = int(std::min<std::size_t>(32, pl.size() - base));
+          std::string init;
+          for (int q = 0; q < count; ++q) {
+            const auto [i, k] = pl[base + q];
+            std::string e = "o." + hs(xn(path.in1, i), 0) + " * " + wg(k, 0);
+            for (int h = 1; h < nc; ++h)
+              e = "madd(o." + hs(xn(path.in1, i), h) + ", " + wg(k, h) + ", " + e + ")";
+            init += (q ? ", " : "") + e;
+          }
+          w.open("{");
+          w("const real pv[" + str(count) + "] = {" + init + "};");
+          w("store_reduced<" + str(count) + ">(pp, " + str(int(base)) + ", Transposed<" +
+            str(count) + ">::reduce<0>(pv, lane), lane);");
+          w.close();
+        }
+        w("matrix_grad_y<" + str(d2) + ">(gys + " + str(gy_base[path.in2] + v * d2) +
+          ", pp, kPptr" + str(n) + ", kPpair" + str(n) + ", kPc" + str(n) + ");");
+        for (int h = 0; h < nc; ++h) {
+          std::string gw_expr = "real(0)";
+          for (int i = 0; i < d1; ++i) {
+            const std::string gx = "gx[" + str(h * n_gx + gx_base[path.in1] + i) + "]";
+            const std::string a = "ca[" + str(h) + "][" + str(i) + "]";
+            w(path.has_weight ? gx + " = madd(o." + hs(wn(n, v), h) + ", " + a + ", " + gx + ");"
+                              : gx + " += " + a + ";");
+            gw_expr = "madd(o." + hs(xn(path.in1, i), h) + ", " + a + ", " + gw_expr + ")";
+          }
+          if (path.has_weight)
+            w("if (gw && u0 + " + str(32 * h) + " < " + str(g.mul) + ") stcs(gw + " +
+              str(path.weight_offset) + " + (u0 + " + str(32 * h) + ") * " + str(b2.mul) + " + " +
+              str(v) + ", " + gw_expr + ");");
+        }
+        w.close();
+      }
+    }
+    // The next edge's first instruction may rebuild the buffers a slower lane still reads.
+    w("__syncwarp();");
+    w.close();
+    for (const char* mode : {"add_gx", "store_gx"}) {
+      const bool atomic = std::string(mode) == "add_gx";
+      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
+             "(const ConvArgs& a, long long s, int u, const real (&gx)[kGx]) {");
+      w("real* o = (real*)a.grad_x + s * kDim1;");
+      w("const int u0 = lane_channel(u);");
+      for (int h = 0; h < nc; ++h) {
+        w.open("if (u0 + " + str(32 * h) + " < " + str(g.mul) + ") {");
+        for (int a : g.in1_blocks) {
+          const TpBlock& b = p_.in1()[a];
+          for (int i = 0; i < b.dim(); ++i) {
+            const std::string at = "o[" + str(b.offset) + " + (u0 + " + str(32 * h) + ") * " +
+                                   str(b.dim()) + " + " + str(i) + "]";
+            const std::string v = "gx[" + str(h * n_gx + gx_base[a] + i) + "]";
+            if (atomic)
+              w("atomicAdd(&" + at + ", " + v + ");");
+            else
+              w(at + (gx_first[a] ? " = a.accumulate_grad_x ? " + at + " + " + v + " : " + v + ";"
+                                  : " += " + v + ";"));
+          }
+        }
+        w.close();
+      }
+      w.close();
+    }
+    emit_gy_maps(w, g, gy_base, gy_first);
+    // The lane-summed row gys is copied (or added) into the edge's shared-memory grad_Y row; the
+    // barrier after keeps the next edge's zeroing of gys behind the copy.
+    w.open("CLEBSCH_INLINE static void write_gy(real* row, int lane, bool accumulate, const real "
+           "(&gy)[kGy]) {");
+    w("(void)gy;");
+    w("const real* gys = matrix_scratch<" + cfg_name(ps.pass) + ">() + 4 * kMatrixStride;");
+    w.open("for (int j = lane; j < " + str(n_gy) + "; j += 32) {");
+    w("real* p = row + gy_offset(j);");
+    w("*p = accumulate ? *p + gys[j] : gys[j];");
+    w.close();
+    w("__syncwarp();");
+    w.close();
+    w.close("};");
   }
 
   void emit_config(Writer& w, const PassSchedule& ps) {
@@ -670,9 +912,6 @@ class ModuleEmitter {
         "(&acc)[kAcc]) {");
     w("(void)ys, (void)dys;");
     emit_compute_prologue(w, g, dbl, false);
-    const bool mat = matrix(ps.pass);
-    int parity = 0;
-    if (mat) w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
     for (int n : g.paths) {
       const TpPath& path = p_.paths()[n];
       if (path.cg.empty()) continue;
@@ -681,12 +920,6 @@ class ModuleEmitter {
       w(path_comment(path, n));
       for (int v = 0; v < m2; ++v) {
         w.open("{");
-        if (mat) {
-          receiver_path_matrix(w, n, v, base[path.out], parity);
-          parity ^= 1;
-          w.close();
-          continue;
-        }
         if (looped_) {
           receiver_path_looped(w, n, v, dbl, base[path.out]);
           w.close();
@@ -731,8 +964,6 @@ class ModuleEmitter {
         w.close();
       }
     }
-    // The next edge's first instruction may rebuild the buffer a slower lane still reads.
-    if (mat) w("__syncwarp();");
     w.close();
     for (const char* mode : {"add", "store"}) {
       const bool atomic = std::string(mode) == "add";
@@ -806,12 +1037,9 @@ class ModuleEmitter {
       for (int b : ps.groups[h].in2_blocks) gy_first[b] = 0;
     }
 
-    // Matrix form: grad_Y is summed over the lanes in the warp's shared-memory row gys, not in
-    // per-lane registers (gy is a one-value placeholder).
-    const bool mat = matrix(ps.pass);
     w.open("struct " + group_name(ps.pass, gi) + " {");
-    w("static constexpr int kGx = " + str(n_gx) + ", kGy = " + str(mat ? 1 : n_gy) +
-      ", kChunks = " + str(g.chunks) + ";");
+    w("static constexpr int kGx = " + str(n_gx) + ", kGy = " + str(n_gy) + ", kChunks = " +
+      str(g.chunks) + ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
     emit_ops_and_load(w, g, dbl, true);
     w.open(
@@ -821,13 +1049,6 @@ class ModuleEmitter {
     w("const bool ok = u < " + str(g.mul) + ";");
     w("(void)ok;");
     emit_compute_prologue(w, g, dbl, true);
-    int parity = 0;
-    if (mat) {
-      w("const int lane = threadIdx.x & 31;");
-      w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
-      w("real* gys = ms + 4 * kMatrixStride;");
-      w("for (int j = lane; j < " + str(n_gy) + "; j += 32) gys[j] = real(0);");
-    }
     for (int n : g.paths) {
       const TpPath& path = p_.paths()[n];
       const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
@@ -848,14 +1069,7 @@ class ModuleEmitter {
         auto gy_at = [&](int j) { return "gy[" + str(gy_base[path.in2] + v * d2 + j) + "]"; };
         const std::string wv = wn(n, v), dwv = dwn(n, v);
         // a_i = sum C y_j g_k ; b_j = sum C x_i g_k (and the primed versions with dy, dx)
-        if (mat) {
-          if (path.cg.empty()) {
-            w.close();
-            continue;
-          }
-          sender_path_matrix(w, n, v, gy_base[path.in2] + v * d2, parity);
-          parity ^= 1;
-        } else if (looped_) {
+        if (looped_) {
           sender_contractions_looped(w, n, v, dbl);
         } else {
           contraction(w, "ca", d1, path.cg, i_of, y_of, g_of, p_.dtype());
@@ -881,7 +1095,7 @@ class ModuleEmitter {
           else
             w(gx_at(i) + " += " + ap + ";");
         }
-        for (int j = 0; j < d2 && !mat; ++j) {
+        for (int j = 0; j < d2; ++j) {
           if (!uj[j]) continue;
           const std::string b = r("cb", j), bp = r("cpb", j);
           if (!dbl)
@@ -911,8 +1125,6 @@ class ModuleEmitter {
         w.close();
       }
     }
-    // The next edge's first instruction may rebuild the buffers a slower lane still reads.
-    if (mat) w("__syncwarp();");
     w.close();
 
     // grad_x: atomic adds per run of one sender (atomic mode) or one store per row.
@@ -944,7 +1156,31 @@ class ModuleEmitter {
     }
     w.close();
 
-    // grad_Y: which values of a row the group touches, and whether it is their first writer.
+    emit_gy_maps(w, g, gy_base, gy_first);
+    // Transposed warp reduction of each batch of up to 32 values; the owner lane of a value
+    // stores it into (or adds it to) the edge's shared-memory grad_Y row.
+    w.open("CLEBSCH_INLINE static void write_gy(real* row, int lane, bool accumulate, const real "
+           "(&gy)[kGy]) {");
+    for (int base = 0; base < n_gy; base += 32) {
+      const int count = std::min(32, n_gy - base);
+      w.open("{");
+      w("const real v = Transposed<" + str(count) + ">::reduce<" + str(base) + ">(gy, lane);");
+      w("constexpr int shift = Transposed<" + str(count) + ">::kShift;");
+      w("const int j = " + str(base) + " + (lane >> shift);");
+      w.open("if ((lane & ((1 << shift) - 1)) == 0 && j < " + str(base + count) + ") {");
+      w("real* p = row + gy_offset(j);");
+      w("*p = accumulate ? *p + v : v;");
+      w.close();
+      w.close();
+    }
+    w.close();
+    w.close("};");
+  }
+
+  // grad_Y: which values of a row the group touches (gy_offset: the row offset of the group's
+  // compact index j), and whether the group is their first writer.
+  void emit_gy_maps(Writer& w, const Group& g, std::map<int, int>& gy_base,
+                    const std::vector<char>& gy_first) {
     w.open("CLEBSCH_INLINE static int gy_offset(int j) {");
     for (int b : g.in2_blocks) {
       const TpBlock& blk = p_.in2()[b];
@@ -965,35 +1201,6 @@ class ModuleEmitter {
       w("return false;");
       w.close();
     }
-    // Transposed warp reduction of each batch of up to 32 values; the owner lane of a value
-    // stores it into (or adds it to) the edge's shared-memory grad_Y row. Matrix form: the
-    // lane-summed row gys is copied (or added) into it; the barrier after keeps the next edge's
-    // zeroing of gys behind the copy.
-    w.open("CLEBSCH_INLINE static void write_gy(real* row, int lane, bool accumulate, const real "
-           "(&gy)[kGy]) {");
-    if (mat) {
-      w("(void)gy;");
-      w("const real* gys = matrix_scratch<" + cfg_name(ps.pass) + ">() + 4 * kMatrixStride;");
-      w.open("for (int j = lane; j < " + str(n_gy) + "; j += 32) {");
-      w("real* p = row + gy_offset(j);");
-      w("*p = accumulate ? *p + gys[j] : gys[j];");
-      w.close();
-      w("__syncwarp();");
-    }
-    for (int base = 0; base < n_gy && !mat; base += 32) {
-      const int count = std::min(32, n_gy - base);
-      w.open("{");
-      w("const real v = Transposed<" + str(count) + ">::reduce<" + str(base) + ">(gy, lane);");
-      w("constexpr int shift = Transposed<" + str(count) + ">::kShift;");
-      w("const int j = " + str(base) + " + (lane >> shift);");
-      w.open("if ((lane & ((1 << shift) - 1)) == 0 && j < " + str(base + count) + ") {");
-      w("real* p = row + gy_offset(j);");
-      w("*p = accumulate ? *p + v : v;");
-      w.close();
-      w.close();
-    }
-    w.close();
-    w.close("};");
   }
 
   // One kernel per group: each warp runs the group's chunks in turn over its staged edges. The

@@ -134,6 +134,48 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
   return groups;
 }
 
+// Matrix CG form: one group per output block (its instructions share the block's accumulators),
+// each lane working on as many channels as fit matrix_lane_registers (a power of two, at most
+// max_lane_channels and the block's chunk count): per channel a lane keeps the block's x and W
+// (and grad_out, grad_x and the a_i sums backward).
+std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o) {
+  std::vector<Group> groups;
+  const int regs = size_of(p.dtype()) / 4;
+  for (std::size_t b = 0; b < p.out().size(); ++b) {
+    Group g;
+    g.out_blocks = {int(b)};
+    std::set<int> in1, in2;
+    int weights = 0, d1 = 0, d1p = 0;
+    for (std::size_t n = 0; n < p.paths().size(); ++n) {
+      const TpPath& path = p.paths()[n];
+      if (path.out != int(b)) continue;
+      g.paths.push_back(int(n));
+      in1.insert(path.in1), in2.insert(path.in2);
+      if (path.has_weight) weights += p.in2()[path.in2].mul;
+      d1p = std::max(d1p, matrix_cg_stride(p.in1()[path.in1].dim(), p.dtype()));
+    }
+    g.mul = p.out()[b].mul;
+    if (g.paths.empty() || g.mul == 0) continue;
+    for (int a : in1) d1 += p.in1()[a].dim();
+    g.in1_blocks.assign(in1.begin(), in1.end());
+    g.in2_blocks.assign(in2.begin(), in2.end());
+    const int d3 = p.out()[b].dim();
+    const int per_channel = pass == Pass::kForward ? d1 + weights + d3
+                                                   : 2 * d1 + weights + d3 + d1p;
+    const int chunks32 = (g.mul + kWarpSize - 1) / kWarpSize;
+    g.lane_channels = 1;
+    while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
+           2 * g.lane_channels * per_channel * regs <= o.matrix_lane_registers)
+      g.lane_channels *= 2;
+    g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
+    g.live_values = g.lane_channels * per_channel;
+    g.operand_values = g.lane_channels * (d1 + weights + (pass == Pass::kBackward ? d3 : 0));
+    g.prefetch = g.operand_values * regs <= o.prefetch_registers;
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
 // Scratch of the matrix CG form per warp, in elements: two M buffers (one instruction's matrix
 // is built while a slower lane may still read the previous one), in the backward pass also two
 // buffers of the lane-summed products x_i grad_out_k and one grad_Y row.
@@ -211,7 +253,13 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     const bool with_dy = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
     PassSchedule ps;
     ps.pass = pass;
-    ps.groups = make_groups(pass, problem, budget, options.prefetch_registers);
+    const int pass_budget = pass == Pass::kForward && problem.dtype() == DType::kFloat32 &&
+                                    options.forward_budget_float32 > 0
+                                ? options.forward_budget_float32
+                                : budget;
+    ps.groups = uses_matrix_cg(problem, options, pass)
+                    ? matrix_groups(pass, problem, options)
+                    : make_groups(pass, problem, pass_budget, options.prefetch_registers);
 
     // Tile: the largest power of two up to max_tile whose staged rows stay near the per-warp
     // target, so that several blocks still fit one multiprocessor.

@@ -81,8 +81,12 @@ struct Group {
   std::vector<int> in1_blocks;
   std::vector<int> in2_blocks;
   int mul;
-  /// ceil(mul / 32).
+  /// ceil(mul / (32 lane_channels)).
   int chunks;
+  /// Channels per lane: 1, or in the matrix CG form up to 4, so that one shared-memory M and
+  /// one warp reduction serve several channels (lane l of chunk c works on channels
+  /// 32 (c lane_channels + h) + l, h < lane_channels).
+  int lane_channels = 1;
   /// Estimated live values per lane (the quantity the budget bounds).
   int live_values;
   /// Per-edge gathered operands per lane (x, dx, W, dW and grad_out values of the group).
@@ -129,6 +133,12 @@ struct ScheduleOptions {
   /// Per-lane live-value budget for float32 and float64 (a float64 value takes two registers).
   int budget_float32 = 72;
   int budget_float64 = 56;
+  /// The forward pass's float32 budget when positive (budget_float32 otherwise): the forward
+  /// keeps no gradient partials, so larger groups (fewer x re-gathers) pay there. Measured on
+  /// the H200 (bench/NOTES.md, run 9): 128 took the deterministic forward of mace-large from
+  /// 2.16x to 1.97x of the byte floor and nequip-benzene from 2.65x to 2.35x; mace-medium and
+  /// nequip-water unchanged; atomic mace-large 3 % slower.
+  int forward_budget_float32 = 128;
   /// Largest edge tile; smaller when the staged rows would not leave room for occupancy.
   /// Atomic mode prefers longer tiles: fewer rows are split between two tiles (two flushes).
   int max_tile = 32;
@@ -155,6 +165,10 @@ struct ScheduleOptions {
   /// first and contracts them with C once per edge. The double passes stay looped.
   /// false: the looped form in every pass (A/B benchmarks, tests of the looped form).
   bool matrix_cg = true;
+  /// Matrix form: the per-lane register estimate that bounds lane_channels (at most
+  /// max_lane_channels) of its single-block groups.
+  int matrix_lane_registers = 160;
+  int max_lane_channels = 4;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).

@@ -33,9 +33,19 @@ TEST_P(ScheduleShapes, CoversEveryPathOnceAndRespectsTheBudget) {
   for (const PassSchedule& ps : s.passes) {
     std::vector<int> seen(p.paths().size(), 0);
     std::set<int> outs;
+    const bool matrix = uses_matrix_cg(p, opt, ps.pass);
     for (const Group& g : ps.groups) {
-      EXPECT_EQ(g.chunks, (g.mul + 31) / 32);
-      if (g.out_blocks.size() > 1) EXPECT_LE(g.live_values, budget) << to_string(ps.pass);
+      // Several channels per lane only in the matrix form, within its register estimate.
+      EXPECT_EQ(g.chunks, (g.mul + 32 * g.lane_channels - 1) / (32 * g.lane_channels));
+      EXPECT_TRUE(g.lane_channels == 1 || (matrix && g.lane_channels <= opt.max_lane_channels &&
+                                           g.live_values * size_of(dtype) / 4 <=
+                                               opt.matrix_lane_registers))
+          << to_string(ps.pass) << " " << g.lane_channels;
+      if (matrix) EXPECT_EQ(g.out_blocks.size(), 1u);
+      const int pass_budget =
+          ps.pass == Pass::kForward && dtype == DType::kFloat32 ? opt.forward_budget_float32
+                                                                : budget;
+      if (g.out_blocks.size() > 1) EXPECT_LE(g.live_values, pass_budget) << to_string(ps.pass);
       for (int o : g.out_blocks) {
         EXPECT_EQ(p.out()[o].mul, g.mul);
         EXPECT_TRUE(outs.insert(o).second) << "output block in two groups";
@@ -101,6 +111,34 @@ TEST(Schedule, MaceMediumForwardIsOneGroupOfFourChunks) {
   ASSERT_EQ(f.groups.size(), 1u);
   EXPECT_EQ(f.units(), 4);
   EXPECT_EQ(f.smem.tile, 64);  // atomic mode: long tiles, fewer rows split between two tiles
+}
+
+// The matrix form of high l: one output block per group; in float32 the forward lanes take all
+// four 32-channel slices of a 128-channel block (one chunk); in float64 8e x 8e -> 8e fits two.
+TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
+  const ConvShape shape = benchmark_shape("high-l-8");
+  const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
+  for (DType d : {DType::kFloat32, DType::kFloat64}) {
+    const TpProblem p = TpProblem::from_tensor_product(tp, d, Accumulation::kDeterministic);
+    const Schedule s = schedule(p, DeviceLimits::h200());
+    const int f32 = d == DType::kFloat32;
+    EXPECT_EQ(s.pass(Pass::kForward).groups.size(), p.out().size());
+    for (const Group& g : s.pass(Pass::kForward).groups) {
+      // 8e x 8e -> 8e: 17 x values, 17 accumulators and a weight per channel.
+      const TpPath& path = p.paths()[g.paths.at(0)];
+      const bool largest = p.in1()[path.in1].dim() == 17 && p.out()[path.out].dim() == 17;
+      if (f32 || largest) EXPECT_EQ(g.lane_channels, f32 ? 4 : 2);
+      EXPECT_EQ(g.chunks, 4 / g.lane_channels);
+    }
+    for (const Group& g : s.pass(Pass::kBackward).groups) EXPECT_GE(g.lane_channels, 1);
+    EXPECT_EQ(s.pass(Pass::kBackward).groups.front().lane_channels, 4)
+        << "the 0e x 0e -> 0e block is small";
+    for (const Group& g : s.pass(Pass::kDoubleForward).groups) EXPECT_EQ(g.lane_channels, 1);
+    ScheduleOptions one;
+    one.max_lane_channels = 1;
+    const Schedule single = schedule(p, DeviceLimits::h200(), one);
+    for (const Group& g : single.pass(Pass::kForward).groups) EXPECT_EQ(g.lane_channels, 1);
+  }
 }
 
 TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
