@@ -494,6 +494,29 @@ class ModuleEmitter {
     }
   }
 
+  // A sender group's gradient accumulators: where each in1 (in2) block starts in the per-lane
+  // grad_x (grad_Y) values, their counts, and whether the group is the first of its pass to
+  // write a block (an earlier group touching it means accumulate).
+  struct SenderLayout {
+    std::map<int, int> gx_base, gy_base;
+    int n_gx = 0, n_gy = 0;
+    std::vector<char> gx_first, gy_first;
+  };
+  SenderLayout sender_layout(const PassSchedule& ps, int gi) const {
+    const Group& g = ps.groups[gi];
+    SenderLayout l;
+    for (int a : g.in1_blocks) l.gx_base[a] = l.n_gx, l.n_gx += p_.in1()[a].dim();
+    for (int b : g.in2_blocks)
+      l.gy_base[b] = l.n_gy, l.n_gy += p_.in2()[b].mul * p_.in2()[b].dim();
+    l.gx_first.assign(p_.in1().size(), 1);
+    l.gy_first.assign(p_.in2().size(), 1);
+    for (int h = 0; h < gi; ++h) {
+      for (int a : ps.groups[h].in1_blocks) l.gx_first[a] = 0;
+      for (int b : ps.groups[h].in2_blocks) l.gy_first[b] = 0;
+    }
+    return l;
+  }
+
   // ---- matrix form groups (one output block, lane_channels channels per lane) ----------------
   // Channel h of a lane: u0 + 32 h, u0 = 32 * lane_channels * chunk + lane.
 
@@ -657,15 +680,10 @@ class ModuleEmitter {
     const int nc = g.lane_channels;
     group_comment(w, ps, g, gi);
     w("// matrix form, " + str(nc) + " channel(s) per lane");
-    std::map<int, int> gx_base, gy_base;
-    int n_gx = 0, n_gy = 0;
-    for (int a : g.in1_blocks) gx_base[a] = n_gx, n_gx += p_.in1()[a].dim();
-    for (int b : g.in2_blocks) gy_base[b] = n_gy, n_gy += p_.in2()[b].mul * p_.in2()[b].dim();
-    std::vector<char> gx_first(p_.in1().size(), 1), gy_first(p_.in2().size(), 1);
-    for (int h = 0; h < gi; ++h) {
-      for (int a : ps.groups[h].in1_blocks) gx_first[a] = 0;
-      for (int b : ps.groups[h].in2_blocks) gy_first[b] = 0;
-    }
+    SenderLayout lay = sender_layout(ps, gi);
+    std::map<int, int>&gx_base = lay.gx_base, &gy_base = lay.gy_base;
+    const int n_gx = lay.n_gx, n_gy = lay.n_gy;
+    const std::vector<char>&gx_first = lay.gx_first, &gy_first = lay.gy_first;
     w.open("struct " + group_name(ps.pass, gi) + " {");
     w("static constexpr int kGx = " + str(nc * n_gx) + ", kGy = 1, kChunks = " + str(g.chunks) +
       ";");
@@ -1026,16 +1044,10 @@ class ModuleEmitter {
     const Group& g = ps.groups[gi];
     const bool dbl = is_double(ps.pass);
     group_comment(w, ps, g, gi);
-    std::map<int, int> gx_base, gy_base;
-    int n_gx = 0, n_gy = 0;
-    for (int a : g.in1_blocks) gx_base[a] = n_gx, n_gx += p_.in1()[a].dim();
-    for (int b : g.in2_blocks) gy_base[b] = n_gy, n_gy += p_.in2()[b].mul * p_.in2()[b].dim();
-    // First writers: an earlier group of this pass touching the same block means accumulate.
-    std::vector<char> gx_first(p_.in1().size(), 1), gy_first(p_.in2().size(), 1);
-    for (int h = 0; h < gi; ++h) {
-      for (int a : ps.groups[h].in1_blocks) gx_first[a] = 0;
-      for (int b : ps.groups[h].in2_blocks) gy_first[b] = 0;
-    }
+    SenderLayout lay = sender_layout(ps, gi);
+    std::map<int, int>&gx_base = lay.gx_base, &gy_base = lay.gy_base;
+    const int n_gx = lay.n_gx, n_gy = lay.n_gy;
+    const std::vector<char>&gx_first = lay.gx_first, &gy_first = lay.gy_first;
 
     w.open("struct " + group_name(ps.pass, gi) + " {");
     w("static constexpr int kGx = " + str(n_gx) + ", kGy = " + str(n_gy) + ", kChunks = " +
