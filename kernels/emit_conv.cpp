@@ -245,6 +245,20 @@ class ModuleEmitter {
     return order;
   }
 
+  // "decl[n] = { ... };": per_line formatted values a line.
+  template <class T>
+  void table(Writer& w, const std::string& decl, const std::vector<T>& values, int per_line,
+             const std::function<std::string(const T&)>& fmt) {
+    w.open(decl + "[" + str(int(values.size())) + "] = {");
+    for (std::size_t m = 0; m < values.size(); m += per_line) {
+      std::string line;
+      for (std::size_t q = m; q < std::min(values.size(), m + per_line); ++q)
+        line += fmt(values[q]) + ", ";
+      w(line.substr(0, line.size() - 1));
+    }
+    w.close("};");
+  }
+
   // The CG tables of the looped form: per instruction and per index (i, j, k) the entries in
   // the order of that index (order_by), so that a loop over the entries of one output index
   // sums into a register. l <= 8: an index fits 8 bits. Global memory, not __constant__
@@ -257,28 +271,20 @@ class ModuleEmitter {
     for (std::size_t n = 0; n < p_.paths().size(); ++n) {
       const std::vector<CgEntry>& cg = p_.paths()[n].cg;
       if (cg.empty()) continue;
-      const std::string size = "[" + str(int(cg.size())) + "]";
       for (char axis : {'i', 'j', 'k'}) {
         const std::vector<std::size_t> order = order_by(n, axis);
         const std::string tag = str(int(n)) + axis;
-        w.open("__device__ const unsigned kCgIjk" + tag + size + " = {");
-        for (std::size_t m = 0; m < order.size(); m += 12) {
-          std::string line;
-          for (std::size_t q = m; q < std::min(order.size(), m + 12); ++q) {
-            const CgEntry& e = cg[order[q]];
-            line += str(e.i | e.j << 8 | e.k << 16) + "u, ";
-          }
-          w(line.substr(0, line.size() - 1));
+        std::vector<unsigned> ijk;
+        std::vector<double> c;
+        for (std::size_t m : order) {
+          const CgEntry& e = cg[m];
+          ijk.push_back(unsigned(e.i | e.j << 8 | e.k << 16));
+          c.push_back(e.c);
         }
-        w.close("};");
-        w.open("__device__ const real kCgC" + tag + size + " = {");
-        for (std::size_t m = 0; m < order.size(); m += 6) {
-          std::string line;
-          for (std::size_t q = m; q < std::min(order.size(), m + 6); ++q)
-            line += lit(cg[order[q]].c) + ", ";
-          w(line.substr(0, line.size() - 1));
-        }
-        w.close("};");
+        table<unsigned>(w, "__device__ const unsigned kCgIjk" + tag, ijk, 12,
+                        [](const unsigned& v) { return str(int(v)) + "u"; });
+        table<double>(w, "__device__ const real kCgC" + tag, c, 6,
+                      [&](const double& v) { return lit(v); });
       }
     }
   }
@@ -427,19 +433,6 @@ class ModuleEmitter {
     return most;
   }
 
-  template <class T>
-  void table(Writer& w, const std::string& decl, const std::vector<T>& values, int per_line,
-             const std::function<std::string(const T&)>& fmt) {
-    w.open(decl + "[" + str(int(values.size())) + "] = {");
-    for (std::size_t m = 0; m < values.size(); m += per_line) {
-      std::string line;
-      for (std::size_t q = m; q < std::min(values.size(), m + per_line); ++q)
-        line += fmt(values[q]) + ", ";
-      w(line.substr(0, line.size() - 1));
-    }
-    w.close("};");
-  }
-
   // The matrix form's tables, per instruction n with entries: kMj<n>/kMc<n> build M (entry
   // q = k * stride + i: the j of its terms, 8 bits each, and their C, zero in unused slots and
   // in the padding); for the backward pass kPptr<n>/kPpair<n>/kPc<n> list the entries by j
@@ -447,12 +440,10 @@ class ModuleEmitter {
   void emit_matrix_tables(Writer& w) {
     const int kj = matrix_j();
     if (kj > 4) throw Error("emit_conv_module: an (i, k) pair with more than 4 CG terms");
-    int largest = 0;
-    for (const TpPath& path : p_.paths())
-      largest = std::max(largest, p_.out()[path.out].dim() * stride(p_.in1()[path.in1].dim()));
     w("");
     w("// ==== matrix CG form tables " + std::string(60, '='));
-    w("constexpr int kMatrixJ = " + str(kj) + ", kMatrixStride = " + str(largest) + ";");
+    w("constexpr int kMatrixJ = " + str(kj) + ", kMatrixStride = " + str(matrix_cg_buffer(p_)) +
+      ";");
     for (std::size_t n = 0; n < p_.paths().size(); ++n) {
       const TpPath& path = p_.paths()[n];
       if (path.cg.empty()) continue;

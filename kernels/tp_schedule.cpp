@@ -180,10 +180,7 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
 // is built while a slower lane may still read the previous one), in the backward pass also two
 // buffers of the lane-summed products x_i grad_out_k and one grad_Y row.
 int matrix_scratch_elements(const TpProblem& p, Pass pass) {
-  int largest = 0;
-  for (const TpPath& path : p.paths())
-    largest = std::max(largest, p.out()[path.out].dim() *
-                                    matrix_cg_stride(p.in1()[path.in1].dim(), p.dtype()));
+  const int largest = matrix_cg_buffer(p);
   return pass == Pass::kForward ? 2 * largest : 4 * largest + p.dim_in2();
 }
 
@@ -202,6 +199,14 @@ bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pa
 }
 
 int matrix_cg_stride(int d1, DType dtype) { return round_up(d1, 16 / size_of(dtype)); }
+
+int matrix_cg_buffer(const TpProblem& p) {
+  int largest = 0;
+  for (const TpPath& path : p.paths())
+    largest = std::max(largest, p.out()[path.out].dim() *
+                                    matrix_cg_stride(p.in1()[path.in1].dim(), p.dtype()));
+  return largest;
+}
 
 std::string DeviceLimits::arch() const {
   return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor);

@@ -178,6 +178,8 @@ bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pa
 /// Elements of one instruction's M matrix in the matrix CG form: rows k of d1 values padded to
 /// 16 bytes, so that a lane reads a row with vector loads.
 int matrix_cg_stride(int d1, DType dtype);
+/// Elements of one M (or P) buffer of the matrix CG form: the largest instruction's matrix.
+int matrix_cg_buffer(const TpProblem& problem);
 
 /// The whole module's schedule.
 struct Schedule {
