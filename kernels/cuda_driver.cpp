@@ -79,6 +79,9 @@ Loaded load() {
   resolve("cuMemsetD8Async", a.MemsetD8Async);
   resolve("cuMemsetD32Async", a.MemsetD32Async);
   resolve("cuStreamSynchronize", a.StreamSynchronize);
+  resolve("cuStreamCreate", a.StreamCreate);
+  resolve("cuStreamDestroy", a.StreamDestroy);
+  resolve("cuStreamWaitEvent", a.StreamWaitEvent);
   resolve("cuEventCreate", a.EventCreate);
   resolve("cuEventRecord", a.EventRecord);
   resolve("cuEventSynchronize", a.EventSynchronize);

@@ -44,6 +44,9 @@ struct DriverApi {
   decltype(&::cuMemsetD8Async) MemsetD8Async;
   decltype(&::cuMemsetD32Async) MemsetD32Async;
   decltype(&::cuStreamSynchronize) StreamSynchronize;
+  decltype(&::cuStreamCreate) StreamCreate;
+  decltype(&::cuStreamDestroy) StreamDestroy;
+  decltype(&::cuStreamWaitEvent) StreamWaitEvent;
   decltype(&::cuEventCreate) EventCreate;
   decltype(&::cuEventRecord) EventRecord;
   decltype(&::cuEventSynchronize) EventSynchronize;

@@ -3,6 +3,7 @@
 // TpLauncher: module construction, argument checks and kernel launches (see tp_launcher.h).
 #include "tp_launcher.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "cuda_driver.h"
@@ -72,6 +73,19 @@ TpLauncher::TpLauncher(const TpProblem& problem, const Schedule& schedule,
   // The only allocation of the launcher: the status word, made once here.
   CLEBSCH_CU_CHECK(MemAlloc(&status_, sizeof(std::uint32_t)));
   CLEBSCH_CU_CHECK(MemsetD8(status_, 0, sizeof(std::uint32_t)));
+  int streams = 1;
+  for (const PassSchedule& ps : schedule_.passes) streams = std::max(streams, ps.launch.streams);
+  if (streams > 1) {
+    CLEBSCH_CU_CHECK(EventCreate(&fork_, CU_EVENT_DISABLE_TIMING));
+    for (int i = 1; i < streams; ++i) {
+      CUstream st = nullptr;
+      CLEBSCH_CU_CHECK(StreamCreate(&st, CU_STREAM_NON_BLOCKING));
+      side_streams_.push_back(st);
+      CUevent ev = nullptr;
+      CLEBSCH_CU_CHECK(EventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+      joins_.push_back(ev);
+    }
+  }
 }
 
 TpLauncher TpLauncher::create(const TensorProduct& tp, DType dtype, Accumulation accumulation,
@@ -91,6 +105,9 @@ TpLauncher TpLauncher::create(const TensorProduct& tp, DType dtype, Accumulation
 
 TpLauncher::~TpLauncher() {
   if (status_) driver().MemFree(status_);
+  for (CUevent ev : joins_) driver().EventDestroy(ev);
+  if (fork_) driver().EventDestroy(fork_);
+  for (CUstream st : side_streams_) driver().StreamDestroy(st);
 }
 
 TpLauncher::TpLauncher(TpLauncher&& o) noexcept
@@ -98,9 +115,15 @@ TpLauncher::TpLauncher(TpLauncher&& o) noexcept
       schedule_(std::move(o.schedule_)),
       source_(std::move(o.source_)),
       module_(std::move(o.module_)),
-      status_(o.status_) {
+      status_(o.status_),
+      side_streams_(std::move(o.side_streams_)),
+      fork_(o.fork_),
+      joins_(std::move(o.joins_)) {
   for (int p = 0; p < kNumPasses; ++p) functions_[p] = std::move(o.functions_[p]);
   o.status_ = 0;
+  o.fork_ = nullptr;
+  o.side_streams_.clear();
+  o.joins_.clear();
 }
 
 std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers& b) {
@@ -215,9 +238,23 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
   const std::vector<CUfunction>& kernels = functions_[static_cast<int>(pass)];
   const PassSchedule& ps = schedule_.pass(pass);
   void* params[] = {&plan.args};
-  for (int g = 0; g < plan.num_launches; ++g)
+  const int streams =
+      std::min({plan.num_launches, ps.launch.streams, int(side_streams_.size()) + 1});
+  if (streams > 1) {
+    // Fork: the side streams start after everything queued on the caller's stream (the clears).
+    CLEBSCH_CU_CHECK(EventRecord(fork_, stream));
+    for (int i = 0; i + 1 < streams; ++i)
+      CLEBSCH_CU_CHECK(StreamWaitEvent(side_streams_[i], fork_, 0));
+  }
+  for (int g = 0; g < plan.num_launches; ++g) {
+    const CUstream st = g % streams == 0 ? stream : side_streams_[g % streams - 1];
     CLEBSCH_CU_CHECK(LaunchKernel(kernels[g], plan.grid_x, plan.grid_y(ps, g), 1, plan.threads,
-                                  1, 1, plan.shared_bytes, stream, params, nullptr));
+                                  1, 1, plan.shared_bytes, st, params, nullptr));
+  }
+  for (int i = 0; i + 1 < streams; ++i) {
+    CLEBSCH_CU_CHECK(EventRecord(joins_[i], side_streams_[i]));
+    CLEBSCH_CU_CHECK(StreamWaitEvent(stream, joins_[i], 0));
+  }
 }
 
 void TpLauncher::run_double_backward(CUstream stream, const ConvBuffers& b) const {

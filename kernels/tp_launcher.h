@@ -131,7 +131,9 @@ class TpLauncher {
   /// Whether run(pass, b) is valid: counts in range, the pointers the pass reads non-null, at
   /// least one output, and the CSR arrays in deterministic mode. @param why receives the reason.
   bool can_run(Pass pass, const ConvBuffers& b, std::string* why = nullptr) const;
-  /// Launches @p pass on @p stream (asynchronous).
+  /// Launches @p pass on @p stream (asynchronous). A receiver pass's group kernels may run on
+  /// the launcher's side streams, forked from and joined back to @p stream (stream capture
+  /// included): work queued on @p stream after run() sees all of them.
   /// @throws CapacityError if !can_run (the reason in the message); CudaError from the driver.
   void run(CUstream stream, Pass pass, const ConvBuffers& b) const;
   /// The double backward: kDoubleForward when b.grad_grad_out is set, then kDoubleBackward when
@@ -157,6 +159,12 @@ class TpLauncher {
   NvrtcModule module_;
   std::vector<CUfunction> functions_[kNumPasses];  ///< per pass, one per group
   CUdeviceptr status_ = 0;
+  /// The receiver passes' extra streams (LaunchConfig::streams - 1 of the widest) and the
+  /// events that fork them from and join them to the caller's stream. One run() at a time per
+  /// launcher: the events are reused from call to call.
+  std::vector<CUstream> side_streams_;
+  CUevent fork_ = nullptr;
+  std::vector<CUevent> joins_;
 };
 
 }  // namespace clebsch::cuda

@@ -178,10 +178,14 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
 
 // Scratch of the matrix CG form per warp, in elements: two M buffers (one instruction's matrix
 // is built while a slower lane may still read the previous one), in the backward pass also two
-// buffers of the lane-summed products x_i grad_out_k and one grad_Y row.
-int matrix_scratch_elements(const TpProblem& p, Pass pass) {
-  const int largest = matrix_cg_buffer(p);
-  return pass == Pass::kForward ? 2 * largest : 4 * largest + p.dim_in2();
+// buffers of the lane-summed products x_i grad_out_k and one grad_Y row; then the largest
+// operand stage of the pass's groups.
+int matrix_scratch_elements(const TpProblem& p, Pass pass, const std::vector<Group>& groups,
+                            const ScheduleOptions& o) {
+  int stage = 0;
+  if (o.matrix_staged_loads)
+    for (const Group& g : groups) stage = std::max(stage, matrix_stage_elements(p, g, pass));
+  return matrix_stage_offset(p, pass) + stage;
 }
 
 }  // namespace
@@ -196,6 +200,19 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {
   return options.matrix_cg && (pass == Pass::kForward || pass == Pass::kBackward) &&
          uses_looped_cg(problem, options);
+}
+
+int matrix_stage_elements(const TpProblem& problem, const Group& group, Pass pass) {
+  int dims = 0;
+  for (int a : group.in1_blocks) dims += problem.in1()[a].dim();
+  if (pass == Pass::kBackward)
+    for (int o : group.out_blocks) dims += problem.out()[o].dim();
+  return kWarpSize * dims;  // one 32-channel slice at a time
+}
+
+int matrix_stage_offset(const TpProblem& problem, Pass pass) {
+  const int largest = matrix_cg_buffer(problem);
+  return pass == Pass::kForward ? 2 * largest : 4 * largest + problem.dim_in2();
 }
 
 int matrix_cg_stride(int d1, DType dtype) { return round_up(d1, 16 / size_of(dtype)); }
@@ -294,7 +311,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     sm.m_offset = -1;
     if (uses_matrix_cg(problem, options, pass)) {
       sm.m_offset = at;
-      at = round_up(at + matrix_scratch_elements(problem, pass) * elem, 16);
+      at = round_up(at + matrix_scratch_elements(problem, pass, ps.groups, options) * elem, 16);
     }
     sm.bytes_per_warp = at;
 
@@ -302,6 +319,9 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     lc.warps_per_block = options.warps_per_block;
     lc.threads_per_block = options.warps_per_block * kWarpSize;
     lc.shared_bytes = sm.bytes_per_warp * options.warps_per_block;
+    lc.streams = is_receiver_pass(pass)
+                     ? std::clamp(int(ps.groups.size()), 1, std::max(1, options.receiver_streams))
+                     : 1;
     if (lc.shared_bytes > limits.max_shared_per_block)
       throw CapacityError(to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
                           " bytes of shared memory per block (" +
@@ -329,6 +349,7 @@ std::string Schedule::str() const {
     os << "; " << to_string(p.pass) << ": " << p.groups.size() << " groups, " << p.units()
        << " units, tile " << p.smem.tile << ", " << p.launch.warps_per_block << " warps, "
        << p.launch.shared_bytes << " B shared";
+    if (p.launch.streams > 1) os << ", " << p.launch.streams << " streams";
   }
   return os.str();
 }

@@ -188,6 +188,38 @@ INSTANTIATE_TEST_SUITE_P(Coverage, KernelVsHost, ::testing::ValuesIn(gpu_cases()
                                   (c.sorted ? "" : "_shuffled") + (c.looped ? "_looped" : "");
                          });
 
+// The receiver passes' group kernels overlap on side streams: the result must not depend on it
+// (deterministic mode: the same bits as one kernel after the other), and work queued on the
+// caller's stream after run() must see every group's output (the join).
+TEST(LauncherStreams, OverlappedGroupsGiveTheBitsOfSerialGroups) {
+  CLEBSCH_REQUIRE_GPU();
+  const TensorProduct tp = shape_tp("MaceLike");
+  ScheduleOptions overlapped, serial;
+  overlapped.loop_cg_above = serial.loop_cg_above = 0;  // one kernel per output block
+  serial.receiver_streams = 1;
+  const TpLauncher a =
+      TpLauncher::create(tp, DType::kFloat64, Accumulation::kDeterministic, {}, overlapped);
+  const TpLauncher b =
+      TpLauncher::create(tp, DType::kFloat64, Accumulation::kDeterministic, {}, serial);
+  ASSERT_GT(a.schedule().pass(Pass::kForward).launch.streams, 1);
+  ASSERT_EQ(b.schedule().pass(Pass::kForward).launch.streams, 1);
+  const test::Graph graph = test::random_graph(37, 600, true, 23);
+  Problem<double> p(tp, graph, 23);
+  p.poison();
+  b.run(nullptr, Pass::kForward, p.b);
+  b.run(nullptr, Pass::kDoubleForward, p.b);
+  EXPECT_EQ(b.take_status(nullptr), 0u);
+  const auto out_bits = p.out.bytes_copy(), ggo_bits = p.ggo.bytes_copy();
+  for (int rep = 0; rep < 3; ++rep) {
+    p.poison();
+    a.run(nullptr, Pass::kForward, p.b);
+    a.run(nullptr, Pass::kDoubleForward, p.b);
+    EXPECT_EQ(a.take_status(nullptr), 0u);
+    EXPECT_TRUE(p.out.bytes_copy() == out_bits) << "forward, repetition " << rep;
+    EXPECT_TRUE(p.ggo.bytes_copy() == ggo_bits) << "double forward, repetition " << rep;
+  }
+}
+
 class LauncherChecks : public ::testing::TestWithParam<Accumulation> {};
 
 TEST_P(LauncherChecks, BadEdgeIndicesAreReportedAndSkipped) {

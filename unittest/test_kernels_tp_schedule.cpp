@@ -141,6 +141,32 @@ TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
   }
 }
 
+// Receiver passes write disjoint output blocks per group, so their kernels may overlap on up to
+// receiver_streams streams; sender passes accumulate into shared gradients and stay on one.
+TEST(Schedule, OnlyReceiverPassesSpreadTheirGroupsOverStreams) {
+  const ConvShape shape = benchmark_shape("high-l-5");
+  const TpProblem p = TpProblem::from_tensor_product(
+      conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), DType::kFloat32,
+      Accumulation::kDeterministic);
+  const Schedule s = schedule(p, DeviceLimits::h200());
+  ASSERT_GT(s.pass(Pass::kForward).groups.size(), 8u);
+  EXPECT_EQ(s.pass(Pass::kForward).launch.streams, 8);
+  EXPECT_EQ(s.pass(Pass::kDoubleForward).launch.streams, 8);
+  EXPECT_EQ(s.pass(Pass::kBackward).launch.streams, 1);
+  EXPECT_EQ(s.pass(Pass::kDoubleBackward).launch.streams, 1);
+  ScheduleOptions three;
+  three.receiver_streams = 3;
+  EXPECT_EQ(schedule(p, DeviceLimits::h200(), three).pass(Pass::kForward).launch.streams, 3);
+  // Never more streams than groups.
+  const ConvShape medium = benchmark_shape("mace-medium");
+  const Schedule m = schedule(
+      TpProblem::from_tensor_product(
+          conv_tensor_product(medium.node_irreps, medium.edge_irreps, medium.target),
+          DType::kFloat32, Accumulation::kAtomic),
+      DeviceLimits::h200());
+  EXPECT_EQ(m.pass(Pass::kForward).launch.streams, 1);
+}
+
 TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
   // Every MACE output block has one instruction: grouping by the feeding x block means the
   // groups of the forward pass read disjoint x blocks.
@@ -175,7 +201,7 @@ TEST(Schedule, ThrowsCapacityErrorWhenSharedMemoryDoesNotFitAndRetrySucceeds) {
       conv_tensor_product(s.node_irreps, s.edge_irreps, s.target), DType::kFloat64,
       Accumulation::kAtomic);
   DeviceLimits small = DeviceLimits::h200();
-  small.max_shared_per_block = 16 * 1024;
+  small.max_shared_per_block = 32 * 1024;
   ScheduleOptions o;
   o.warps_per_block = 8;
   try {
