@@ -135,8 +135,6 @@ Options parse(int argc, char** argv) {
       o.schedule.budget_float32 = std::stoi(value());
     } else if (a == "--budget64") {
       o.schedule.budget_float64 = std::stoi(value());
-    } else if (a == "--staged-loads") {
-      o.schedule.matrix_staged_loads = std::stoi(value()) != 0;
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
     } else if (a == "--threads") {
@@ -147,7 +145,7 @@ Options parse(int argc, char** argv) {
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
                   "FILE --cached-only --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
-                  "--budget32 N --budget64 N --streams N --staged-loads 0|1 "
+                  "--budget32 N --budget64 N --streams N "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }

@@ -513,93 +513,50 @@ class ModuleEmitter {
 
   std::string hs(const std::string& name, int h) const { return name + "_" + str(h); }
 
-  // A node operand block of a matrix group (x, or grad_out in the sender pass) as the lanes
-  // load it: kind "x" or "g", block index, dimension, offset in its row, multiplicity.
-  struct NodeBlock {
-    std::string kind;
-    int block, dim, offset, mul;
-  };
-  std::vector<NodeBlock> node_blocks(const Group& g, bool sender) const {
-    std::vector<NodeBlock> v;
-    for (int a : g.in1_blocks) {
-      const TpBlock& b = p_.in1()[a];
-      v.push_back({"x", a, b.dim(), b.offset, b.mul});
-    }
-    if (sender)
-      for (int o : g.out_blocks) {
-        const TpBlock& b = p_.out()[o];
-        v.push_back({"g", o, b.dim(), b.offset, b.mul});
-      }
-    return v;
-  }
-  std::string node_value(const NodeBlock& nb, int i, int h) const {
-    return hs(nb.kind == "x" ? xn(nb.block, i) : gn(nb.block, i), h);
-  }
-
   // struct Ops and load() of a matrix group: x, W (and grad_out in the sender pass) of each of
-  // the lane's channels; zeros for a skipped edge or a channel past the multiplicity; and
-  // struct Vals (those values by name) with unstage(), which compute() starts with.
-  // Staged (ScheduleOptions::matrix_staged_loads): a chunk's channels of a node block are one
-  // contiguous run of 32 nc d values; lane l loads elements l + 32 m (coalesced), unstage()
-  // stores them to the warp's stage one 32-channel slice at a time and reads back the d values
-  // of the lane's channel (stride d, odd: no bank conflicts). Direct: each lane loads its
-  // channels' values.
-  void emit_matrix_ops(Writer& w, const PassSchedule& ps, const Group& g, bool sender) {
+  // the lane's channels; zeros for a skipped edge or a channel past the multiplicity.
+  void emit_matrix_ops(Writer& w, const Group& g, bool sender) {
     const int nc = g.lane_channels;
-    const bool staged = s_.options.matrix_staged_loads;
-    const std::vector<NodeBlock> blocks = node_blocks(g, sender);
-    std::vector<std::string> names, loads;  // the loaded values (Ops)
-    std::vector<std::string> vals;          // the named values compute() reads (Vals)
-    for (int h = 0; h < nc; ++h)
-      for (const NodeBlock& nb : blocks)
-        for (int i = 0; i < nb.dim; ++i) vals.push_back(node_value(nb, i, h));
-    if (staged) {
-      for (const NodeBlock& nb : blocks)
-        for (int m = 0; m < nc * nb.dim; ++m) {
-          const std::string base = nb.kind == "x" ? "x" : "gr";
-          names.push_back("r" + nb.kind + str(nb.block) + "_" + str(m));
-          loads.push_back("s >= 0 && lane + " + str(32 * m) + " < len" + nb.kind + str(nb.block) +
-                          " ? ldg(" + base + " + " + str(nb.offset) + " + c0 * " + str(nb.dim) +
-                          " + lane + " + str(32 * m) + ") : real(0)");
-        }
-    } else {
-      for (int h = 0; h < nc; ++h) {
-        const std::string uh = "(u0 + " + str(32 * h) + ")", ok = "ok" + str(h);
-        for (const NodeBlock& nb : blocks)
-          for (int i = 0; i < nb.dim; ++i) {
-            names.push_back(node_value(nb, i, h));
-            loads.push_back(ok + " ? ldg(" + std::string(nb.kind == "x" ? "x" : "gr") + " + " +
-                            str(nb.offset) + " + " + uh + " * " + str(nb.dim) + " + " + str(i) +
-                            ") : real(0)");
-          }
-      }
-    }
-    std::vector<std::string> weights;
+    std::vector<std::string> names;
+    std::vector<std::string> loads;
     for (int h = 0; h < nc; ++h) {
       const std::string uh = "(u0 + " + str(32 * h) + ")", ok = "ok" + str(h);
+      for (int a : g.in1_blocks) {
+        const TpBlock& b = p_.in1()[a];
+        for (int i = 0; i < b.dim(); ++i) {
+          names.push_back(hs(xn(a, i), h));
+          loads.push_back(ok + " ? ldg(x + " + str(b.offset) + " + " + uh + " * " + str(b.dim()) +
+                          " + " + str(i) + ") : real(0)");
+        }
+      }
       for (int n : g.paths) {
         const TpPath& path = p_.paths()[n];
         if (!path.has_weight) continue;
         const int m2 = p_.in2()[path.in2].mul;
         for (int v = 0; v < m2; ++v) {
           names.push_back(hs(wn(n, v), h));
-          weights.push_back(names.back());
           loads.push_back("(" + ok + " && w) ? ldcs(w + " + str(path.weight_offset) + " + " + uh +
                           " * " + str(m2) + " + " + str(v) + ") : real(0)");
         }
       }
+      if (sender)
+        for (int o : g.out_blocks) {
+          const TpBlock& b = p_.out()[o];
+          for (int k = 0; k < b.dim(); ++k) {
+            names.push_back(hs(gn(o, k), h));
+            loads.push_back(ok + " ? ldg(gr + " + str(b.offset) + " + " + uh + " * " +
+                            str(b.dim()) + " + " + str(k) + ") : real(0)");
+          }
+        }
     }
-    auto declare = [&](const std::string& name, const std::vector<std::string>& members) {
-      w.open("struct " + name + " {");
-      for (std::size_t k = 0; k < members.size(); k += 8) {
-        std::string line = "real ";
-        for (std::size_t m = k; m < std::min(members.size(), k + 8); ++m)
-          line += (m > k ? ", " : "") + members[m];
-        w(line + ";");
-      }
-      w.close("};");
-    };
-    declare("Ops", names);
+    w.open("struct Ops {");
+    for (std::size_t k = 0; k < names.size(); k += 8) {
+      std::string line = "real ";
+      for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
+        line += (m > k ? ", " : "") + names[m];
+      w(line + ";");
+    }
+    w.close("};");
     w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
            (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
     w("const int u0 = lane_channel(u);");
@@ -610,53 +567,10 @@ class ModuleEmitter {
       "nullptr;");
     if (sender) w("const real* gr = (const real*)a.g + (long long)(s >= 0 ? r : 0) * kDimOut;");
     w("(void)x, (void)w;");
-    if (staged) {
-      // The chunk's first channel and, per block, how many of its values exist.
-      w("const int lane = threadIdx.x & 31, c0 = (u >> 5) * " + str(32 * nc) + ";");
-      for (const NodeBlock& nb : blocks)
-        w("const int len" + nb.kind + str(nb.block) + " = (" + str(nb.mul) + " - c0 < " +
-          str(32 * nc) + " ? " + str(nb.mul) + " - c0 : " + str(32 * nc) + ") * " +
-          str(nb.dim) + ";");
-    }
     for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
     w.close();
     w("CLEBSCH_INLINE static int lane_channel(int u) { return (u >> 5) * " + str(32 * nc) +
       " + (u & 31); }");
-    if (!staged) {
-      w("using Vals = Ops;");
-      w("CLEBSCH_INLINE static const Vals& unstage(const Ops& o) { return o; }");
-      return;
-    }
-    std::vector<std::string> all = vals;
-    all.insert(all.end(), weights.begin(), weights.end());
-    declare("Vals", all);
-    w.open("CLEBSCH_INLINE static Vals unstage(const Ops& r) {");
-    w("const int lane = threadIdx.x & 31;");
-    w("real* st = matrix_scratch<" + cfg_name(ps.pass) + ">() + " +
-      str(matrix_stage_offset(p_, ps.pass)) + ";");
-    w("Vals o;");
-    // One 32-channel slice h at a time: its values are the loads m = h d .. h d + d - 1.
-    for (int h = 0; h < nc; ++h) {
-      if (h > 0) w("__syncwarp();  // every lane has read slice " + str(h - 1));
-      int at = 0;
-      for (const NodeBlock& nb : blocks) {
-        for (int m = 0; m < nb.dim; ++m)
-          w("st[" + str(at + 32 * m) + " + lane] = r.r" + nb.kind + str(nb.block) + "_" +
-            str(h * nb.dim + m) + ";");
-        at += 32 * nb.dim;
-      }
-      w("__syncwarp();");
-      at = 0;
-      for (const NodeBlock& nb : blocks) {
-        for (int i = 0; i < nb.dim; ++i)
-          w("o." + node_value(nb, i, h) + " = st[" + str(at) + " + lane * " + str(nb.dim) +
-            " + " + str(i) + "];");
-        at += 32 * nb.dim;
-      }
-    }
-    for (const std::string& wname : weights) w("o." + wname + " = r." + wname + ";");
-    w("return o;");
-    w.close();
   }
 
   // "{{a_0, b_0}, {a_1, b_1}}": a [lane_channels][n] array initialiser.
@@ -689,11 +603,10 @@ class ModuleEmitter {
     w.open("struct " + group_name(ps.pass, gi) + " {");
     w("static constexpr int kAcc = " + str(nc * d3) + ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
-    emit_matrix_ops(w, ps, g, false);
-    w.open("CLEBSCH_INLINE static void compute(const Ops& raw, const real* ys, const real* dys, "
+    emit_matrix_ops(w, g, false);
+    w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
            "real (&acc)[kAcc]) {");
     w("(void)dys;");
-    w("const Vals& o = unstage(raw);");
     w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
     int parity = 0;
     for (int n : g.paths) {
@@ -766,11 +679,10 @@ class ModuleEmitter {
     w("static constexpr int kGx = " + str(nc * n_gx) + ", kGy = 1, kChunks = " + str(g.chunks) +
       ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
-    emit_matrix_ops(w, ps, g, true);
-    w.open("CLEBSCH_INLINE static void compute(const Ops& raw, const real* ys, const real* dys, "
+    emit_matrix_ops(w, g, true);
+    w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
            "real* gw, int u, real (&gx)[kGx], real (&gy)[kGy]) {");
     w("(void)dys, (void)gy;");
-    w("const Vals& o = unstage(raw);");
     w("const int lane = threadIdx.x & 31, u0 = lane_channel(u);");
     w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
     w("real* gys = ms + 4 * kMatrixStride;");

@@ -178,14 +178,10 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
 
 // Scratch of the matrix CG form per warp, in elements: two M buffers (one instruction's matrix
 // is built while a slower lane may still read the previous one), in the backward pass also two
-// buffers of the lane-summed products x_i grad_out_k and one grad_Y row; then the largest
-// operand stage of the pass's groups.
-int matrix_scratch_elements(const TpProblem& p, Pass pass, const std::vector<Group>& groups,
-                            const ScheduleOptions& o) {
-  int stage = 0;
-  if (o.matrix_staged_loads)
-    for (const Group& g : groups) stage = std::max(stage, matrix_stage_elements(p, g, pass));
-  return matrix_stage_offset(p, pass) + stage;
+// buffers of the lane-summed products x_i grad_out_k and one grad_Y row.
+int matrix_scratch_elements(const TpProblem& p, Pass pass) {
+  const int largest = matrix_cg_buffer(p);
+  return pass == Pass::kForward ? 2 * largest : 4 * largest + p.dim_in2();
 }
 
 }  // namespace
@@ -200,19 +196,6 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {
   return options.matrix_cg && (pass == Pass::kForward || pass == Pass::kBackward) &&
          uses_looped_cg(problem, options);
-}
-
-int matrix_stage_elements(const TpProblem& problem, const Group& group, Pass pass) {
-  int dims = 0;
-  for (int a : group.in1_blocks) dims += problem.in1()[a].dim();
-  if (pass == Pass::kBackward)
-    for (int o : group.out_blocks) dims += problem.out()[o].dim();
-  return kWarpSize * dims;  // one 32-channel slice at a time
-}
-
-int matrix_stage_offset(const TpProblem& problem, Pass pass) {
-  const int largest = matrix_cg_buffer(problem);
-  return pass == Pass::kForward ? 2 * largest : 4 * largest + problem.dim_in2();
 }
 
 int matrix_cg_stride(int d1, DType dtype) { return round_up(d1, 16 / size_of(dtype)); }
@@ -311,7 +294,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     sm.m_offset = -1;
     if (uses_matrix_cg(problem, options, pass)) {
       sm.m_offset = at;
-      at = round_up(at + matrix_scratch_elements(problem, pass, ps.groups, options) * elem, 16);
+      at = round_up(at + matrix_scratch_elements(problem, pass) * elem, 16);
     }
     sm.bytes_per_warp = at;
 

@@ -173,12 +173,6 @@ struct ScheduleOptions {
   /// max_lane_channels) of its single-block groups.
   int matrix_lane_registers = 160;
   int max_lane_channels = 4;
-  /// Matrix form: gather the node operands (x, and grad_out in the backward) of the lane
-  /// channels with coalesced loads (lane l reads element l + 32 m of the chunk's contiguous
-  /// block) and hand them to their lanes through a per-warp shared-memory stage, 32 channels at
-  /// a time. The direct per-channel loads stride 2l+1 elements from lane to lane: 2l+1 cache
-  /// lines per load instruction, which kept the L1 busy longer than the arithmetic at l >= 5.
-  bool matrix_staged_loads = true;
   /// Most streams a receiver pass's group kernels run on at once (LaunchConfig::streams). A
   /// high-l module has one kernel per output block (69 at l = 5) of one grid row of warps per
   /// receiver each: on a 1,000-node graph each kernel fills 2 blocks per SM, and the longest
@@ -195,12 +189,6 @@ bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pa
 int matrix_cg_stride(int d1, DType dtype);
 /// Elements of one M (or P) buffer of the matrix CG form: the largest instruction's matrix.
 int matrix_cg_buffer(const TpProblem& problem);
-/// Elements of a matrix group's operand stage (ScheduleOptions::matrix_staged_loads): one
-/// 32-channel slice of its x blocks and, in the sender pass, grad_out blocks.
-int matrix_stage_elements(const TpProblem& problem, const Group& group, Pass pass);
-/// Where the operand stage starts in a pass's matrix scratch, in elements: after the two M
-/// buffers (and, in the sender pass, the two P buffers and the grad_Y row).
-int matrix_stage_offset(const TpProblem& problem, Pass pass);
 
 /// The whole module's schedule.
 struct Schedule {

@@ -165,41 +165,6 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(emit(p).find("build_matrix"), std::string::npos);
 }
 
-// The matrix form gathers a chunk's node operands (x; grad_out in the sender pass) with
-// coalesced loads into a per-warp stage (one 32-channel slice at a time, sized for the largest
-// group) and hands each lane its channels from there; matrix_staged_loads off gives the direct per-lane loads and no stage.
-TEST(EmitConv, MatrixGroupsStageTheirNodeOperands) {
-  const TpProblem p = small_problem(DType::kFloat32, Accumulation::kDeterministic);
-  ScheduleOptions staged;
-  staged.loop_cg_above = 0;
-  ScheduleOptions direct = staged;
-  direct.matrix_staged_loads = false;
-  const Schedule a = schedule(p, DeviceLimits::h200(), staged);
-  const Schedule b = schedule(p, DeviceLimits::h200(), direct);
-  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-    int largest = 0;
-    for (const Group& g : a.pass(pass).groups)
-      largest = std::max(largest, matrix_stage_elements(p, g, pass));
-    const bool sender = pass == Pass::kBackward;
-    const Group& g0 = a.pass(pass).groups.at(0);
-    int dims = p.in1()[g0.in1_blocks.at(0)].dim();
-    if (sender) dims += p.out()[g0.out_blocks.at(0)].dim();
-    EXPECT_EQ(matrix_stage_elements(p, g0, pass), 32 * dims);
-    EXPECT_GE(a.pass(pass).smem.bytes_per_warp - b.pass(pass).smem.bytes_per_warp,
-              largest * 4 - 15)
-        << to_string(pass);
-  }
-  const std::string src = emit_conv_module(p, a), off = emit_conv_module(p, b);
-  EXPECT_NE(src.find("static Vals unstage(const Ops& r)"), std::string::npos);
-  EXPECT_NE(src.find("+ lane + 32) : real(0)"), std::string::npos) << "coalesced loads";
-  EXPECT_EQ(src.find("using Vals = Ops;"), std::string::npos);
-  EXPECT_NE(off.find("using Vals = Ops;"), std::string::npos);
-  EXPECT_EQ(off.find("static Vals unstage(const Ops& r)"), std::string::npos);
-  // Only the matrix passes change.
-  EXPECT_EQ(a.pass(Pass::kDoubleBackward).smem.bytes_per_warp,
-            b.pass(Pass::kDoubleBackward).smem.bytes_per_warp);
-}
-
 // l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops.
 TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {
   const TensorProduct l4 = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e"),

@@ -128,22 +128,19 @@ struct Case {
   bool prefetch = true;  ///< false: the schedule never prefetches (the other load loop)
   bool looped = false;   ///< true: every instruction in the looped CG form (loop_cg_above 0)
   bool matrix = true;    ///< false (with looped): no matrix form in the forward and backward
-  bool staged = true;    ///< false (with matrix): each lane loads its own channels' x, grad_out
 };
 
 std::string case_name(const Case& c) {
   return c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
          (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
          (c.prefetch ? "" : "_noprefetch") + (c.looped ? "_looped" : "") +
-         (c.looped && !c.matrix ? "_nomatrix" : "") +
-         (c.looped && c.matrix && !c.staged ? "_direct" : "");
+         (c.looped && !c.matrix ? "_nomatrix" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.shape << " " << to_string(c.dtype) << " " << to_string(c.acc)
       << (c.prefetch ? "" : " no prefetch") << (c.looped ? " looped" : "")
-      << (c.looped && !c.matrix ? " no matrix" : "")
-      << (c.looped && c.matrix && !c.staged ? " direct loads" : "");
+      << (c.looped && !c.matrix ? " no matrix" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -178,7 +175,6 @@ class Emulated : public ::testing::TestWithParam<Case> {
     if (!c.prefetch) so.prefetch_registers = 0;
     if (c.looped) so.loop_cg_above = 0;
     so.matrix_cg = c.matrix;
-    so.matrix_staged_loads = c.staged;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
@@ -286,8 +282,7 @@ std::vector<Case> cases() {
   v.push_back({"MaceLike", DType::kFloat64, Accumulation::kDeterministic, false});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, false});
   // The looped CG form (emitted for high l) forced onto small problems: every pass, both types
-  // and modes, with its matrix form in the forward and backward (the default, node operands
-  // staged through shared memory; once with direct loads) and without;
+  // and modes, with its matrix form in the forward and backward (the default) and without;
   // WeightlessMul2 adds instructions without weights and a Y multiplicity of 2, MaceLike and
   // NonUniform several chunks (grad_Y summed over them) and multiplicities.
   for (DType d : {DType::kFloat32, DType::kFloat64})
@@ -299,7 +294,6 @@ std::vector<Case> cases() {
   v.push_back({"NonUniform", DType::kFloat32, Accumulation::kAtomic, true, true});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, false});
   v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kDeterministic, true, true, false});
-  v.push_back({"MaceLike", DType::kFloat32, Accumulation::kAtomic, true, true, true, false});
   return v;
 }
 

@@ -201,7 +201,7 @@ TEST(Schedule, ThrowsCapacityErrorWhenSharedMemoryDoesNotFitAndRetrySucceeds) {
       conv_tensor_product(s.node_irreps, s.edge_irreps, s.target), DType::kFloat64,
       Accumulation::kAtomic);
   DeviceLimits small = DeviceLimits::h200();
-  small.max_shared_per_block = 32 * 1024;
+  small.max_shared_per_block = 16 * 1024;
   ScheduleOptions o;
   o.warps_per_block = 8;
   try {
