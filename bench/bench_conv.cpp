@@ -135,6 +135,8 @@ Options parse(int argc, char** argv) {
       o.schedule.budget_float32 = std::stoi(value());
     } else if (a == "--budget64") {
       o.schedule.budget_float64 = std::stoi(value());
+    } else if (a == "--matrix-prefetch-registers") {
+      o.schedule.matrix_prefetch_registers = std::stoi(value());
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
     } else if (a == "--threads") {
@@ -145,7 +147,7 @@ Options parse(int argc, char** argv) {
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
                   "FILE --cached-only --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
-                  "--budget32 N --budget64 N --streams N "
+                  "--budget32 N --budget64 N --streams N --matrix-prefetch-registers N "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }

@@ -170,7 +170,7 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
     g.live_values = g.lane_channels * per_channel;
     g.operand_values = g.lane_channels * (d1 + weights + (pass == Pass::kBackward ? d3 : 0));
-    g.prefetch = g.operand_values * regs <= o.prefetch_registers;
+    g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
     groups.push_back(std::move(g));
   }
   return groups;
