@@ -126,7 +126,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--lane-channels") {
       o.schedule.max_lane_channels = std::stoi(value());
     } else if (a == "--lane-registers") {
-      o.schedule.matrix_lane_registers = std::stoi(value());
+      o.schedule.matrix_lane_registers = o.schedule.matrix_lane_registers_float64 =
+          std::stoi(value());
     } else if (a == "--matrix-cg") {
       o.schedule.matrix_cg = std::stoi(value()) != 0;
     } else if (a == "--forward-budget32") {

@@ -141,6 +141,7 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
 std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o) {
   std::vector<Group> groups;
   const int regs = size_of(p.dtype()) / 4;
+  const int lane_registers = matrix_lane_registers(p.dtype(), o);
   for (std::size_t b = 0; b < p.out().size(); ++b) {
     Group g;
     g.out_blocks = {int(b)};
@@ -165,7 +166,7 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     const int chunks32 = (g.mul + kWarpSize - 1) / kWarpSize;
     g.lane_channels = 1;
     while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
-           2 * g.lane_channels * per_channel * regs <= o.matrix_lane_registers)
+           2 * g.lane_channels * per_channel * regs <= lane_registers)
       g.lane_channels *= 2;
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
     g.live_values = g.lane_channels * per_channel;
@@ -191,6 +192,11 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
   std::size_t largest = 0;
   for (const TpPath& path : problem.paths()) largest = std::max(largest, path.cg.size());
   return largest > static_cast<std::size_t>(options.loop_cg_above);
+}
+
+int matrix_lane_registers(DType dtype, const ScheduleOptions& options) {
+  return dtype == DType::kFloat64 ? options.matrix_lane_registers_float64
+                                  : options.matrix_lane_registers;
 }
 
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {

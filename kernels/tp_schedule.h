@@ -171,8 +171,12 @@ struct ScheduleOptions {
   /// false: the looped form in every pass (A/B benchmarks, tests of the looped form).
   bool matrix_cg = true;
   /// Matrix form: the per-lane register estimate that bounds lane_channels (at most
-  /// max_lane_channels) of its single-block groups.
+  /// max_lane_channels) of its single-block groups, in float32 and float64 modules. float64
+  /// takes up to twice the channels of 160 (H200, deterministic, 160 -> 224: high-l-6 forward
+  /// 4.86 -> 4.60 ms, f+b 33.9 -> 28.0; high-l-7 8.54 -> 8.24, f+b 66.6 -> 55.4): fewer M
+  /// builds and grad_Y reductions per channel. float32 stays at the measured 160.
   int matrix_lane_registers = 160;
+  int matrix_lane_registers_float64 = 224;
   int max_lane_channels = 4;
   /// Matrix form: prefetch the next edge's operands when they take at most this many 32-bit
   /// registers. 0: never. Its groups already hold 128-255 registers per lane, so that the
@@ -183,12 +187,15 @@ struct ScheduleOptions {
   /// Most streams a receiver pass's group kernels run on at once (LaunchConfig::streams). A
   /// high-l module has one kernel per output block (69 at l = 5) of one grid row of warps per
   /// receiver each: on a 1,000-node graph each kernel fills 2 blocks per SM, and the longest
-  /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails.
+  /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails
+  /// (H200, high-l-5 deterministic forward: float32 2.44 -> 1.24 ms, float64 3.49 -> 2.39).
   int receiver_streams = 8;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).
 bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options);
+/// The matrix form's per-lane register estimate for @p dtype (ScheduleOptions).
+int matrix_lane_registers(DType dtype, const ScheduleOptions& options);
 /// Whether @p pass of @p problem's modules uses the matrix CG form (ScheduleOptions::matrix_cg).
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass);
 /// Elements of one instruction's M matrix in the matrix CG form: rows k of d1 values padded to

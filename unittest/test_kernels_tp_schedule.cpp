@@ -39,7 +39,7 @@ TEST_P(ScheduleShapes, CoversEveryPathOnceAndRespectsTheBudget) {
       EXPECT_EQ(g.chunks, (g.mul + 32 * g.lane_channels - 1) / (32 * g.lane_channels));
       EXPECT_TRUE(g.lane_channels == 1 || (matrix && g.lane_channels <= opt.max_lane_channels &&
                                            g.live_values * size_of(dtype) / 4 <=
-                                               opt.matrix_lane_registers))
+                                               matrix_lane_registers(dtype, opt)))
           << to_string(ps.pass) << " " << g.lane_channels;
       if (matrix) EXPECT_EQ(g.out_blocks.size(), 1u);
       const int pass_budget =
