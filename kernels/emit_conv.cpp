@@ -35,9 +35,10 @@
 //   - matrix (the forward and backward passes of a looped module): per edge and instruction the
 //     warp builds M(Y)_ik = sum_j C_ijk Y_j once in its shared-memory scratch (tables kMj/kMc:
 //     the one or two j of each (i, k) and their C), and each lane contracts it densely with its
-//     channel's operands: t_k = sum_i x_i M_ik forward, a_i = sum_k M_ik g_k backward (grad_x,
-//     and grad_W = sum_i x_i a_i). Per multiply-add a lane reads one shared-memory broadcast
-//     from 16-byte vector loads, no table and no indexed operand. grad_Y = sum_ik C_ijk P_ik
+//     channel's operands, row i of M at a time: acc_k += (w x_i) M_ik forward (x_i gathered as
+//     its row is reached, so only the accumulators stay live), a_i = sum_k M_ik g_k backward
+//     (grad_x, and grad_W = sum_i x_i a_i). Per multiply-add a lane reads one shared-memory
+//     broadcast from 16-byte vector loads, no table. grad_Y = sum_ik C_ijk P_ik
 //     needs P_ik = sum over channels of w x_i g_k: the lanes form the products of the
 //     instruction's non-zero (i, k) pairs (unrolled, operands in registers), sum them over the
 //     warp 32 pairs at a time with transposed shuffle reductions into shared memory, and lane
@@ -411,7 +412,7 @@ class ModuleEmitter {
   }
 
   bool matrix(Pass pass) const { return s_.pass(pass).smem.m_offset >= 0; }
-  int stride(int d1) const { return matrix_cg_stride(d1, p_.dtype()); }
+  int stride(int d) const { return matrix_cg_stride(d, p_.dtype()); }
 
   // Instruction n's non-zero (i, k) pairs in (i, k) order: the products x_i grad_out_k of the
   // matrix form's grad_Y, and their positions in its P buffer.
@@ -434,7 +435,7 @@ class ModuleEmitter {
   }
 
   // The matrix form's tables, per instruction n with entries: kMj<n>/kMc<n> build M (entry
-  // q = k * stride + i: the j of its terms, 8 bits each, and their C, zero in unused slots and
+  // q = i * stride + k: the j of its terms, 8 bits each, and their C, zero in unused slots and
   // in the padding); for the backward pass kPptr<n>/kPpair<n>/kPc<n> list the entries by j
   // (CG order within one j) as positions in the pair list and C.
   void emit_matrix_tables(Writer& w) {
@@ -447,12 +448,12 @@ class ModuleEmitter {
     for (std::size_t n = 0; n < p_.paths().size(); ++n) {
       const TpPath& path = p_.paths()[n];
       if (path.cg.empty()) continue;
-      const int d1 = p_.in1()[path.in1].dim(), d3 = p_.out()[path.out].dim(), d1p = stride(d1);
-      std::vector<unsigned> js(std::size_t(d3 * d1p), 0u);
+      const int d1 = p_.in1()[path.in1].dim(), d3p = stride(p_.out()[path.out].dim());
+      std::vector<unsigned> js(std::size_t(d1 * d3p), 0u);
       std::vector<double> cs(js.size() * kj, 0.0);
       std::vector<int> used(js.size(), 0);
       for (const CgEntry& e : path.cg) {
-        const std::size_t q = std::size_t(e.k * d1p + e.i);
+        const std::size_t q = std::size_t(e.i * d3p + e.k);
         js[q] |= unsigned(e.j) << (8 * used[q]);
         cs[q * kj + used[q]++] = e.c;
       }
@@ -513,15 +514,17 @@ class ModuleEmitter {
 
   std::string hs(const std::string& name, int h) const { return name + "_" + str(h); }
 
-  // struct Ops and load() of a matrix group: x, W (and grad_out in the sender pass) of each of
-  // the lane's channels; zeros for a skipped edge or a channel past the multiplicity.
+  // struct Ops and load() of a matrix group: W (and x and grad_out in the sender pass) of each
+  // of the lane's channels, zeros for a skipped edge or a channel past the multiplicity. The
+  // receiver pass gathers x row by row inside the contraction (matrix_accumulate): its Ops keep
+  // the sender's x row, the lane's first channel and the channels' ok flags.
   void emit_matrix_ops(Writer& w, const Group& g, bool sender) {
     const int nc = g.lane_channels;
     std::vector<std::string> names;
     std::vector<std::string> loads;
     for (int h = 0; h < nc; ++h) {
       const std::string uh = "(u0 + " + str(32 * h) + ")", ok = "ok" + str(h);
-      for (int a : g.in1_blocks) {
+      for (int a : sender ? g.in1_blocks : std::vector<int>{}) {
         const TpBlock& b = p_.in1()[a];
         for (int i = 0; i < b.dim(); ++i) {
           names.push_back(hs(xn(a, i), h));
@@ -556,6 +559,11 @@ class ModuleEmitter {
         line += (m > k ? ", " : "") + names[m];
       w(line + ";");
     }
+    if (!sender) {
+      w("const real* x;");
+      w("int u0;");
+      w("bool ok[" + str(nc) + "];");
+    }
     w.close("};");
     w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
            (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
@@ -568,6 +576,10 @@ class ModuleEmitter {
     if (sender) w("const real* gr = (const real*)a.g + (long long)(s >= 0 ? r : 0) * kDimOut;");
     w("(void)x, (void)w;");
     for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
+    if (!sender) {
+      w("o.x = x, o.u0 = u0;");
+      for (int h = 0; h < nc; ++h) w("o.ok[" + str(h) + "] = ok" + str(h) + ";");
+    }
     w.close();
     w("CLEBSCH_INLINE static int lane_channel(int u) { return (u >> 5) * " + str(32 * nc) +
       " + (u & 31); }");
@@ -587,14 +599,14 @@ class ModuleEmitter {
   std::string build_call(int n, int v) const {
     const TpPath& path = p_.paths()[n];
     const TpBlock& b2 = p_.in2()[path.in2];
-    const int d3 = p_.out()[path.out].dim(), d1p = stride(p_.in1()[path.in1].dim());
-    return "build_matrix<" + str(d3 * d1p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
+    const int d1 = p_.in1()[path.in1].dim(), d3p = stride(p_.out()[path.out].dim());
+    return "build_matrix<" + str(d1 * d3p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
            ", ys + " + str(b2.offset + v * b2.dim()) + ");";
   }
 
   // Receiver pass, matrix form: per instruction and Y channel v the warp builds M (two buffers
-  // alternate, so one barrier per instruction suffices), each lane contracts it with the x of
-  // its channels.
+  // alternate, so one barrier per instruction suffices), each lane sums w x_i M_ik into the
+  // accumulators of its channels, gathering x_i row by row.
   void emit_matrix_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
     const Group& g = ps.groups[gi];
     const int nc = g.lane_channels, ob = g.out_blocks.at(0), d3 = p_.out()[ob].dim();
@@ -619,19 +631,13 @@ class ModuleEmitter {
         w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
         parity ^= 1;
         w(build_call(n, v));
-        w("const real xa[" + str(nc) + "][" + str(d1) + "] = " +
-          channel_rows(nc, d1, [&](int h, int i) { return "o." + hs(xn(path.in1, i), h); }) +
-          ";");
-        w("real t[" + str(nc) + "][" + str(d3) + "];");
-        w("matrix_apply<" + str(nc) + ", " + str(d1) + ", " + str(stride(d1)) + ", " + str(d3) +
-          ">(xa, mm, t);");
+        std::string wv;
         for (int h = 0; h < nc; ++h)
-          for (int k = 0; k < d3; ++k) {
-            const std::string acc = "acc[" + str(h * d3 + k) + "]";
-            const std::string tk = "t[" + str(h) + "][" + str(k) + "]";
-            w(path.has_weight ? acc + " = madd(o." + hs(wn(n, v), h) + ", " + tk + ", " + acc + ");"
-                              : acc + " += " + tk + ";");
-          }
+          wv += (h ? ", " : "") + (path.has_weight ? "o." + hs(wn(n, v), h) : "real(1)");
+        w("const real wv[" + str(nc) + "] = {" + wv + "};");
+        w("matrix_accumulate<" + str(nc) + ", " + str(d1) + ", " + str(d3) + ", " +
+          str(stride(d3)) + ">(o.x + " + str(p_.in1()[path.in1].offset) + " + o.u0 * " +
+          str(d1) + ", o.ok, wv, mm, acc);");
         w.close();
       }
     }
@@ -704,8 +710,8 @@ class ModuleEmitter {
           channel_rows(nc, d3, [&](int h, int k) { return "o." + hs(gn(path.out, k), h); }) +
           ";");
         w("real ca[" + str(nc) + "][" + str(d1) + "];");
-        w("matrix_apply_transposed<" + str(nc) + ", " + str(d1) + ", " + str(stride(d1)) + ", " +
-          str(d3) + ">(ga, mm, ca);");
+        w("matrix_apply<" + str(nc) + ", " + str(d1) + ", " + str(d3) + ", " + str(stride(d3)) +
+          ">(ga, mm, ca);");
         auto wg = [&](int k, int h) { return "wg" + str(k) + "_" + str(h); };
         for (int h = 0; h < nc; ++h)
           for (int k = 0; k < d3; ++k)

@@ -136,8 +136,10 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
 
 // Matrix CG form: one group per output block (its instructions share the block's accumulators),
 // each lane working on as many channels as fit matrix_lane_registers (a power of two, at most
-// max_lane_channels and the block's chunk count): per channel a lane keeps the block's x and W
-// (and grad_out, grad_x and the a_i sums backward).
+// max_lane_channels and the block's chunk count). Per channel a lane keeps, forward, the
+// block's accumulators and W (x is gathered row by row, one value and its product with w at a
+// time); backward x, W, grad_out and the grad_x sums, plus one batch of 32 pair products
+// (x_i w grad_out_k summed over the channels) for the warp reduction of grad_Y.
 std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o) {
   std::vector<Group> groups;
   const int regs = size_of(p.dtype()) / 4;
@@ -146,14 +148,13 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     Group g;
     g.out_blocks = {int(b)};
     std::set<int> in1, in2;
-    int weights = 0, d1 = 0, d1p = 0;
+    int weights = 0, d1 = 0;
     for (std::size_t n = 0; n < p.paths().size(); ++n) {
       const TpPath& path = p.paths()[n];
       if (path.out != int(b)) continue;
       g.paths.push_back(int(n));
       in1.insert(path.in1), in2.insert(path.in2);
       if (path.has_weight) weights += p.in2()[path.in2].mul;
-      d1p = std::max(d1p, matrix_cg_stride(p.in1()[path.in1].dim(), p.dtype()));
     }
     g.mul = p.out()[b].mul;
     if (g.paths.empty() || g.mul == 0) continue;
@@ -161,16 +162,17 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.in1_blocks.assign(in1.begin(), in1.end());
     g.in2_blocks.assign(in2.begin(), in2.end());
     const int d3 = p.out()[b].dim();
-    const int per_channel = pass == Pass::kForward ? d1 + weights + d3
-                                                   : 2 * d1 + weights + d3 + d1p;
+    const int per_channel = pass == Pass::kForward ? d3 + weights + 2 : 2 * d1 + weights + d3;
+    const int per_lane = pass == Pass::kForward ? 0 : kWarpSize;
     const int chunks32 = (g.mul + kWarpSize - 1) / kWarpSize;
     g.lane_channels = 1;
     while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
-           2 * g.lane_channels * per_channel * regs <= lane_registers)
+           (2 * g.lane_channels * per_channel + per_lane) * regs <= lane_registers)
       g.lane_channels *= 2;
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
-    g.live_values = g.lane_channels * per_channel;
-    g.operand_values = g.lane_channels * (d1 + weights + (pass == Pass::kBackward ? d3 : 0));
+    g.live_values = g.lane_channels * per_channel + per_lane;
+    g.operand_values =
+        g.lane_channels * (pass == Pass::kForward ? weights : d1 + weights + d3);
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
     groups.push_back(std::move(g));
   }
@@ -204,13 +206,13 @@ bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pa
          uses_looped_cg(problem, options);
 }
 
-int matrix_cg_stride(int d1, DType dtype) { return round_up(d1, 16 / size_of(dtype)); }
+int matrix_cg_stride(int d3, DType dtype) { return round_up(d3, 16 / size_of(dtype)); }
 
 int matrix_cg_buffer(const TpProblem& p) {
   int largest = 0;
   for (const TpPath& path : p.paths())
-    largest = std::max(largest, p.out()[path.out].dim() *
-                                    matrix_cg_stride(p.in1()[path.in1].dim(), p.dtype()));
+    largest = std::max(largest, p.in1()[path.in1].dim() *
+                                    matrix_cg_stride(p.out()[path.out].dim(), p.dtype()));
   return largest;
 }
 

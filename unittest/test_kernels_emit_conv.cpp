@@ -143,7 +143,7 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(s.pass(Pass::kDoubleBackward).smem.m_offset, -1);
   EXPECT_EQ(s.pass(Pass::kForward).smem.m_offset % 16, 0);
   const std::string src = emit_conv_module(p, s);
-  for (const char* what : {"build_matrix<", "matrix_apply<", "matrix_apply_transposed<",
+  for (const char* what : {"build_matrix<", "matrix_accumulate<", "matrix_apply<",
                            "matrix_grad_y<", "matrix_scratch<CfgForward>", "matrix_scratch<CfgBackward>"})
     EXPECT_NE(src.find(what), std::string::npos) << what;
   EXPECT_EQ(src.find("matrix_scratch<CfgDouble"), std::string::npos);

@@ -113,22 +113,28 @@ TEST(Schedule, MaceMediumForwardIsOneGroupOfFourChunks) {
   EXPECT_EQ(f.smem.tile, 64);  // atomic mode: long tiles, fewer rows split between two tiles
 }
 
-// The matrix form of high l: one output block per group; in float32 the forward lanes take all
-// four 32-channel slices of a 128-channel block (one chunk); in float64 8e x 8e -> 8e fits two.
+// The matrix form of high l: one output block per group. Forward, a lane keeps its channels'
+// accumulators and weight (x is gathered row by row), so even 8e x 8e -> 8e takes all four
+// 32-channel slices of a 128-channel block (one chunk) in both types; backward it also keeps x,
+// grad_out and the grad_x sums of each channel and a batch of pair products, and that block
+// fits two channels in float32, one in float64.
 TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
   const ConvShape shape = benchmark_shape("high-l-8");
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
   for (DType d : {DType::kFloat32, DType::kFloat64}) {
     const TpProblem p = TpProblem::from_tensor_product(tp, d, Accumulation::kDeterministic);
     const Schedule s = schedule(p, DeviceLimits::h200());
-    const int f32 = d == DType::kFloat32;
+    const bool f32 = d == DType::kFloat32;
     EXPECT_EQ(s.pass(Pass::kForward).groups.size(), p.out().size());
     for (const Group& g : s.pass(Pass::kForward).groups) {
-      // 8e x 8e -> 8e: 17 x values, 17 accumulators and a weight per channel.
+      EXPECT_EQ(g.lane_channels, 4);
+      EXPECT_EQ(g.chunks, 1);
+    }
+    for (const Group& g : s.pass(Pass::kBackward).groups) {
+      // 17 x values, 17 grad_x sums, 17 grad_out values and a weight per channel.
       const TpPath& path = p.paths()[g.paths.at(0)];
-      const bool largest = p.in1()[path.in1].dim() == 17 && p.out()[path.out].dim() == 17;
-      if (f32 || largest) EXPECT_EQ(g.lane_channels, f32 ? 4 : 2);
-      EXPECT_EQ(g.chunks, 4 / g.lane_channels);
+      if (p.in1()[path.in1].dim() == 17 && p.out()[path.out].dim() == 17)
+        EXPECT_EQ(g.lane_channels, f32 ? 2 : 1);
     }
     for (const Group& g : s.pass(Pass::kBackward).groups) EXPECT_GE(g.lane_channels, 1);
     EXPECT_EQ(s.pass(Pass::kBackward).groups.front().lane_channels, 4)
