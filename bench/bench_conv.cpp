@@ -130,6 +130,8 @@ Options parse(int argc, char** argv) {
           std::stoi(value());
     } else if (a == "--matrix-cg") {
       o.schedule.matrix_cg = std::stoi(value()) != 0;
+    } else if (a == "--matrix-cg-double") {
+      o.schedule.matrix_cg_double = std::stoi(value()) != 0;
     } else if (a == "--forward-budget32") {
       o.schedule.forward_budget_float32 = std::stoi(value());
     } else if (a == "--budget32") {
@@ -147,6 +149,7 @@ Options parse(int argc, char** argv) {
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
                   "FILE --cached-only --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
+                  "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --matrix-prefetch-registers N "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");

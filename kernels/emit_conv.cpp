@@ -31,22 +31,30 @@
 //     reference with the form forced on small problems). Measured on the H200 (bench/NOTES.md):
 //     about 9x slower than the unrolled form at l = 4 (forward 4.6 ms against 0.52 ms in float32)
 //     and only 3-4x faster than e3nn at l = 5: it keeps l >= 5 compilable, not fast. The per-
-//     entry operand and table loads are the cost. It remains the form of the double passes;
-//   - matrix (the forward and backward passes of a looped module): per edge and instruction the
-//     warp builds M(Y)_ik = sum_j C_ijk Y_j once in its shared-memory scratch (tables kMj/kMc:
+//     entry operand and table loads are the cost. Looped modules use the matrix form below in
+//     every pass by default; the looped form is what matrix_cg (and matrix_cg_double) false give;
+//   - matrix (every pass of a looped module): per edge and instruction the warp builds
+//     M(Y)_ik = sum_j C_ijk Y_j once in its shared-memory scratch (tables kMj/kMc:
 //     the one or two j of each (i, k) and their C), and each lane contracts it densely with its
-//     channel's operands, row i of M at a time: acc_k += (w x_i) M_ik forward (x_i gathered as
-//     its row is reached, so only the accumulators stay live), a_i = sum_k M_ik g_k backward
-//     (grad_x, and grad_W = sum_i x_i a_i). Per multiply-add a lane reads one shared-memory
-//     broadcast from 16-byte vector loads, no table. grad_Y = sum_ik C_ijk P_ik
-//     needs P_ik = sum over channels of w x_i g_k: the lanes form the products of the
-//     instruction's non-zero (i, k) pairs (unrolled, operands in registers), sum them over the
+//     channel's operands: t_k = sum_i x_i M_ik forward (M by rows k), a_i = sum_k M_ik g_k
+//     backward (grad_x, and grad_W = sum_i x_i a_i; M^T by rows i, tables kMTj/kMTc, so that a
+//     lane keeps one partial sum per channel, not d1). Per multiply-add a lane reads one
+//     shared-memory broadcast from 16-byte vector loads, no table and no indexed operand.
+//     A forward that gathered x row by row after the M build (i-major, accumulators only) ran
+//     1.4-2.1x slower on the H200 (bench/NOTES.md run 11): x's latency no longer overlapped the
+//     build. grad_Y = sum_ik C_ijk P_ik needs P_ik = sum over channels of w x_i g_k: the
+//     lanes form the products of the instruction's non-zero (i, k) pairs (unrolled, operands
+//     in registers), sum them over the
 //     warp 32 pairs at a time with transposed shuffle reductions into shared memory, and lane
 //     j contracts P with C (tables kPptr/kPpair/kPc) into the warp's grad_Y row, which replaces
 //     the per-lane gy registers of the other forms. Its groups hold one output block each and
 //     give a lane up to four channels (Group::lane_channels), so that one M, its shared-memory
 //     loads and one warp reduction serve all of them. The code per instruction grows with
-//     d1 x d3 and its pair count, not with the non-zeros times the operand count.
+//     d1 x d3 and its pair count, not with the non-zeros times the operand count. The double
+//     passes build M(Y) and M(dY) per instruction: the double forward sums (w dx + dW x) M(Y) +
+//     (w x) M(dY), the double backward forms M(Y)^T g and M(dY)^T g for grad_x and grad_W and
+//     the pair products (dW x_i + w dx_i) g_k for grad_Y (H200, high-l-5 double backward:
+//     float32 67.6 -> 12.5 ms, float64 81.4 -> 24.9 against the looped form; run 11).
 #include "emit_conv.h"
 
 #include <algorithm>
@@ -185,7 +193,9 @@ class ModuleEmitter {
       (p_.accumulation() == Accumulation::kDeterministic ? "true" : "false") + ";");
     w.raw(templates::k_conv_prelude);
     w.raw(templates::k_conv_passes);
-    if (looped_) emit_cg_tables(w);
+    bool any_looped_pass = false;  // the double passes may be in the matrix form too
+    for (const PassSchedule& ps : s_.passes) any_looped_pass |= !matrix(ps.pass);
+    if (looped_ && any_looped_pass) emit_cg_tables(w);
     if (any_matrix_) {
       w.raw(templates::k_conv_matrix);
       emit_matrix_tables(w);
@@ -434,10 +444,30 @@ class ModuleEmitter {
     return most;
   }
 
-  // The matrix form's tables, per instruction n with entries: kMj<n>/kMc<n> build M (entry
-  // q = i * stride + k: the j of its terms, 8 bits each, and their C, zero in unused slots and
-  // in the padding); for the backward pass kPptr<n>/kPpair<n>/kPc<n> list the entries by j
-  // (CG order within one j) as positions in the pair list and C.
+  // The matrix form's tables, per instruction n with entries: for the receiver passes
+  // kMj<n>/kMc<n> build M (entry q = k * stride(d1) + i: the j of its terms, 8 bits each, and
+  // their C, zero in unused slots and in the padding); for the sender passes kMTj<n>/kMTc<n>
+  // build M^T (entry q = i * stride(d3) + k), and kPptr<n>/kPpair<n>/kPc<n> list the entries by
+  // j (CG order within one j) as positions in the pair list and C.
+  // One M (or M^T) table pair <name>j<tag>/<name>c<tag> of `size` entries, entry at(e) of each
+  // CG entry.
+  void emit_m_table(Writer& w, const std::string& name, const std::string& tag,
+                    const TpPath& path, int kj, int size,
+                    const std::function<int(const CgEntry&)>& at) {
+    std::vector<unsigned> js(std::size_t(size), 0u);
+    std::vector<double> cs(js.size() * kj, 0.0);
+    std::vector<int> used(js.size(), 0);
+    for (const CgEntry& e : path.cg) {
+      const std::size_t q = std::size_t(at(e));
+      js[q] |= unsigned(e.j) << (8 * used[q]);
+      cs[q * kj + used[q]++] = e.c;
+    }
+    table<unsigned>(w, "__device__ const unsigned " + name + "j" + tag, js, 12,
+                    [](const unsigned& v) { return str(int(v)) + "u"; });
+    table<double>(w, "__device__ const real " + name + "c" + tag, cs, 6,
+                  [&](const double& v) { return lit(v); });
+  }
+
   void emit_matrix_tables(Writer& w) {
     const int kj = matrix_j();
     if (kj > 4) throw Error("emit_conv_module: an (i, k) pair with more than 4 CG terms");
@@ -448,21 +478,15 @@ class ModuleEmitter {
     for (std::size_t n = 0; n < p_.paths().size(); ++n) {
       const TpPath& path = p_.paths()[n];
       if (path.cg.empty()) continue;
-      const int d1 = p_.in1()[path.in1].dim(), d3p = stride(p_.out()[path.out].dim());
-      std::vector<unsigned> js(std::size_t(d1 * d3p), 0u);
-      std::vector<double> cs(js.size() * kj, 0.0);
-      std::vector<int> used(js.size(), 0);
-      for (const CgEntry& e : path.cg) {
-        const std::size_t q = std::size_t(e.i * d3p + e.k);
-        js[q] |= unsigned(e.j) << (8 * used[q]);
-        cs[q * kj + used[q]++] = e.c;
-      }
+      const int d1 = p_.in1()[path.in1].dim(), d3 = p_.out()[path.out].dim();
+      const int d1p = stride(d1), d3p = stride(d3);
       const std::string tag = str(int(n));
-      table<unsigned>(w, "__device__ const unsigned kMj" + tag, js, 12,
-                      [](const unsigned& v) { return str(int(v)) + "u"; });
-      table<double>(w, "__device__ const real kMc" + tag, cs, 6,
-                    [&](const double& v) { return lit(v); });
-      if (!matrix(Pass::kBackward)) continue;
+      if (matrix(Pass::kForward) || matrix(Pass::kDoubleForward))
+        emit_m_table(w, "kM", tag, path, kj, d3 * d1p,
+                     [&](const CgEntry& e) { return e.k * d1p + e.i; });
+      if (!matrix(Pass::kBackward) && !matrix(Pass::kDoubleBackward)) continue;
+      emit_m_table(w, "kMT", tag, path, kj, d1 * d3p,
+                   [&](const CgEntry& e) { return e.i * d3p + e.k; });
       const std::vector<std::pair<int, int>> pl = pairs(int(n));
       const std::vector<std::size_t> order = order_by(n, 'j');
       const int d2 = p_.in2()[path.in2].dim();
@@ -514,22 +538,25 @@ class ModuleEmitter {
 
   std::string hs(const std::string& name, int h) const { return name + "_" + str(h); }
 
-  // struct Ops and load() of a matrix group: W (and x and grad_out in the sender pass) of each
-  // of the lane's channels, zeros for a skipped edge or a channel past the multiplicity. The
-  // receiver pass gathers x row by row inside the contraction (matrix_accumulate): its Ops keep
-  // the sender's x row, the lane's first channel and the channels' ok flags.
-  void emit_matrix_ops(Writer& w, const Group& g, bool sender) {
+  // struct Ops and load() of a matrix group: x, W (the double passes also dx, dW; the sender
+  // passes grad_out) of each of the lane's channels; zeros for a skipped edge, a channel past the
+  // multiplicity or an absent cotangent.
+  void emit_matrix_ops(Writer& w, const Group& g, bool sender, bool dbl) {
     const int nc = g.lane_channels;
     std::vector<std::string> names;
     std::vector<std::string> loads;
     for (int h = 0; h < nc; ++h) {
       const std::string uh = "(u0 + " + str(32 * h) + ")", ok = "ok" + str(h);
-      for (int a : sender ? g.in1_blocks : std::vector<int>{}) {
+      for (int a : g.in1_blocks) {
         const TpBlock& b = p_.in1()[a];
         for (int i = 0; i < b.dim(); ++i) {
+          const std::string at = " + " + str(b.offset) + " + " + uh + " * " + str(b.dim()) +
+                                 " + " + str(i) + ")";
           names.push_back(hs(xn(a, i), h));
-          loads.push_back(ok + " ? ldg(x + " + str(b.offset) + " + " + uh + " * " + str(b.dim()) +
-                          " + " + str(i) + ") : real(0)");
+          loads.push_back(ok + " ? ldg(x" + at + " : real(0)");
+          if (!dbl) continue;
+          names.push_back(hs(dxn(a, i), h));
+          loads.push_back("(" + ok + " && dx) ? ldg(dx" + at + " : real(0)");
         }
       }
       for (int n : g.paths) {
@@ -537,9 +564,13 @@ class ModuleEmitter {
         if (!path.has_weight) continue;
         const int m2 = p_.in2()[path.in2].mul;
         for (int v = 0; v < m2; ++v) {
+          const std::string at = " + " + str(path.weight_offset) + " + " + uh + " * " + str(m2) +
+                                 " + " + str(v) + ")";
           names.push_back(hs(wn(n, v), h));
-          loads.push_back("(" + ok + " && w) ? ldcs(w + " + str(path.weight_offset) + " + " + uh +
-                          " * " + str(m2) + " + " + str(v) + ") : real(0)");
+          loads.push_back("(" + ok + " && w) ? ldcs(w" + at + " : real(0)");
+          if (!dbl) continue;
+          names.push_back(hs(dwn(n, v), h));
+          loads.push_back("(" + ok + " && dw) ? ldcs(dw" + at + " : real(0)");
         }
       }
       if (sender)
@@ -559,11 +590,6 @@ class ModuleEmitter {
         line += (m > k ? ", " : "") + names[m];
       w(line + ";");
     }
-    if (!sender) {
-      w("const real* x;");
-      w("int u0;");
-      w("bool ok[" + str(nc) + "];");
-    }
     w.close("};");
     w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
            (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
@@ -573,13 +599,15 @@ class ModuleEmitter {
     w("const real* x = (const real*)a.x + (long long)(s >= 0 ? s : 0) * kDim1;");
     w("const real* w = a.w ? (const real*)a.w + (long long)(s >= 0 ? e : 0) * kNumWeights : "
       "nullptr;");
-    if (sender) w("const real* gr = (const real*)a.g + (long long)(s >= 0 ? r : 0) * kDimOut;");
-    w("(void)x, (void)w;");
-    for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
-    if (!sender) {
-      w("o.x = x, o.u0 = u0;");
-      for (int h = 0; h < nc; ++h) w("o.ok[" + str(h) + "] = ok" + str(h) + ";");
+    if (dbl) {
+      w("const real* dx = a.dx ? (const real*)a.dx + (long long)(s >= 0 ? s : 0) * kDim1 : "
+        "nullptr;");
+      w("const real* dw = a.dw ? (const real*)a.dw + (long long)(s >= 0 ? e : 0) * kNumWeights : "
+        "nullptr;");
     }
+    if (sender) w("const real* gr = (const real*)a.g + (long long)(s >= 0 ? r : 0) * kDimOut;");
+    w(std::string("(void)x, (void)w") + (dbl ? ", (void)dx, (void)dw" : "") + ";");
+    for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
     w.close();
     w("CLEBSCH_INLINE static int lane_channel(int u) { return (u >> 5) * " + str(32 * nc) +
       " + (u & 31); }");
@@ -596,17 +624,60 @@ class ModuleEmitter {
     return "{" + rows + "}";
   }
 
-  std::string build_call(int n, int v) const {
+  // Builds M (receiver passes) or M^T (transposed: sender passes) of instruction n from channel
+  // v of Y (or of dY: ys "dys") into the buffer m.
+  std::string build_call(int n, int v, bool transposed, const std::string& m = "mm",
+                         const std::string& ys = "ys") const {
     const TpPath& path = p_.paths()[n];
     const TpBlock& b2 = p_.in2()[path.in2];
-    const int d1 = p_.in1()[path.in1].dim(), d3p = stride(p_.out()[path.out].dim());
-    return "build_matrix<" + str(d1 * d3p) + ", kMatrixJ>(mm, kMj" + str(n) + ", kMc" + str(n) +
-           ", ys + " + str(b2.offset + v * b2.dim()) + ");";
+    const int d1 = p_.in1()[path.in1].dim(), d3 = p_.out()[path.out].dim();
+    const int size = transposed ? d1 * stride(d3) : d3 * stride(d1);
+    const std::string t = transposed ? "kMT" : "kM";
+    return "build_matrix<" + str(size) + ", kMatrixJ>(" + m + ", " + t + "j" + str(n) + ", " + t +
+           "c" + str(n) + ", " + ys + " + " + str(b2.offset + v * b2.dim()) + ");";
+  }
+
+  // Double forward, matrix form, instruction n and Y channel v: the warp builds M(Y) and M(dY)
+  // (buffer set `parity`), each lane sums (w dx + dW x) M(Y) + (w x) M(dY) into the
+  // accumulators: T(dx, Y) w + T(x, dY) w + T(x, Y) dW, the weights folded into the rows.
+  void emit_matrix_double_forward(Writer& w, const Group& g, int n, int v, int parity, int d3) {
+    const TpPath& path = p_.paths()[n];
+    const int nc = g.lane_channels, d1 = p_.in1()[path.in1].dim();
+    w("real* mm = ms + " + str(2 * parity) + " * kMatrixStride;");
+    w("real* md = ms + " + str(2 * parity + 1) + " * kMatrixStride;");
+    w(build_call(n, v, false));
+    w(build_call(n, v, false, "md", "dys"));
+    auto x = [&](int h, int i) { return "o." + hs(xn(path.in1, i), h); };
+    auto dx = [&](int h, int i) { return "o." + hs(dxn(path.in1, i), h); };
+    const std::string wv = wn(n, v), dwv = dwn(n, v);
+    w("const real xe[" + str(nc) + "][" + str(d1) + "] = " +
+      channel_rows(nc, d1, [&](int h, int i) {
+        return path.has_weight ? "madd(o." + hs(wv, h) + ", " + dx(h, i) + ", o." + hs(dwv, h) +
+                                     " * " + x(h, i) + ")"
+                               : dx(h, i);
+      }) +
+      ";");
+    w("const real xw[" + str(nc) + "][" + str(d1) + "] = " +
+      channel_rows(nc, d1, [&](int h, int i) {
+        return path.has_weight ? "o." + hs(wv, h) + " * " + x(h, i) : x(h, i);
+      }) +
+      ";");
+    w("real t[" + str(nc) + "][" + str(d3) + "], q[" + str(nc) + "][" + str(d3) + "];");
+    const std::string shape =
+        "<" + str(nc) + ", " + str(d1) + ", " + str(stride(d1)) + ", " + str(d3) + ">";
+    w("matrix_apply" + shape + "(xe, mm, t);");
+    w("matrix_apply" + shape + "(xw, md, q);");
+    for (int h = 0; h < nc; ++h)
+      for (int k = 0; k < d3; ++k) {
+        const std::string acc = "acc[" + str(h * d3 + k) + "]";
+        const std::string hk = "[" + str(h) + "][" + str(k) + "]";
+        w(acc + " += t" + hk + " + q" + hk + ";");
+      }
   }
 
   // Receiver pass, matrix form: per instruction and Y channel v the warp builds M (two buffers
-  // alternate, so one barrier per instruction suffices), each lane sums w x_i M_ik into the
-  // accumulators of its channels, gathering x_i row by row.
+  // alternate, so one barrier per instruction suffices), each lane contracts it with the x of
+  // its channels.
   void emit_matrix_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
     const Group& g = ps.groups[gi];
     const int nc = g.lane_channels, ob = g.out_blocks.at(0), d3 = p_.out()[ob].dim();
@@ -615,7 +686,8 @@ class ModuleEmitter {
     w.open("struct " + group_name(ps.pass, gi) + " {");
     w("static constexpr int kAcc = " + str(nc * d3) + ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
-    emit_matrix_ops(w, g, false);
+    const bool dbl = is_double(ps.pass);
+    emit_matrix_ops(w, g, false, dbl);
     w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
            "real (&acc)[kAcc]) {");
     w("(void)dys;");
@@ -628,16 +700,28 @@ class ModuleEmitter {
       w(path_comment(path, n));
       for (int v = 0; v < p_.in2()[path.in2].mul; ++v) {
         w.open("{");
+        if (dbl) {
+          emit_matrix_double_forward(w, g, n, v, parity, d3);
+          parity ^= 1;
+          w.close();
+          continue;
+        }
         w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
         parity ^= 1;
-        w(build_call(n, v));
-        std::string wv;
+        w(build_call(n, v, false));
+        w("const real xa[" + str(nc) + "][" + str(d1) + "] = " +
+          channel_rows(nc, d1, [&](int h, int i) { return "o." + hs(xn(path.in1, i), h); }) +
+          ";");
+        w("real t[" + str(nc) + "][" + str(d3) + "];");
+        w("matrix_apply<" + str(nc) + ", " + str(d1) + ", " + str(stride(d1)) + ", " + str(d3) +
+          ">(xa, mm, t);");
         for (int h = 0; h < nc; ++h)
-          wv += (h ? ", " : "") + (path.has_weight ? "o." + hs(wn(n, v), h) : "real(1)");
-        w("const real wv[" + str(nc) + "] = {" + wv + "};");
-        w("matrix_accumulate<" + str(nc) + ", " + str(d1) + ", " + str(d3) + ", " +
-          str(stride(d3)) + ">(o.x + " + str(p_.in1()[path.in1].offset) + " + o.u0 * " +
-          str(d1) + ", o.ok, wv, mm, acc);");
+          for (int k = 0; k < d3; ++k) {
+            const std::string acc = "acc[" + str(h * d3 + k) + "]";
+            const std::string tk = "t[" + str(h) + "][" + str(k) + "]";
+            w(path.has_weight ? acc + " = madd(o." + hs(wn(n, v), h) + ", " + tk + ", " + acc + ");"
+                              : acc + " += " + tk + ";");
+          }
         w.close();
       }
     }
@@ -685,13 +769,17 @@ class ModuleEmitter {
     w("static constexpr int kGx = " + str(nc * n_gx) + ", kGy = 1, kChunks = " + str(g.chunks) +
       ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
-    emit_matrix_ops(w, g, true);
+    const bool dbl = is_double(ps.pass);
+    // Scratch: the matrices of two instructions (M^T(Y); double: and M^T(dY)), two P buffers,
+    // the grad_Y row.
+    const int mats = dbl ? 2 : 1, gys_at = 2 * mats + 2;
+    emit_matrix_ops(w, g, true, dbl);
     w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
            "real* gw, int u, real (&gx)[kGx], real (&gy)[kGy]) {");
     w("(void)dys, (void)gy;");
     w("const int lane = threadIdx.x & 31, u0 = lane_channel(u);");
     w("real* ms = matrix_scratch<" + cfg_name(ps.pass) + ">();");
-    w("real* gys = ms + 4 * kMatrixStride;");
+    w("real* gys = ms + " + str(gys_at) + " * kMatrixStride;");
     w("for (int j = lane; j < " + str(n_gy) + "; j += 32) gys[j] = real(0);");
     int parity = 0;
     for (int n : g.paths) {
@@ -702,32 +790,52 @@ class ModuleEmitter {
       w(path_comment(path, n));
       for (int v = 0; v < b2.mul; ++v) {
         w.open("{");
-        w("real* mm = ms + " + str(parity) + " * kMatrixStride;");
-        w("real* pp = ms + " + str(2 + parity) + " * kMatrixStride;");
+        w("real* mm = ms + " + str(mats * parity) + " * kMatrixStride;");
+        if (dbl) w("real* md = ms + " + str(2 * parity + 1) + " * kMatrixStride;");
+        w("real* pp = ms + " + str(2 * mats + parity) + " * kMatrixStride;");
         parity ^= 1;
-        w(build_call(n, v));
+        w(build_call(n, v, true));
+        if (dbl) w(build_call(n, v, true, "md", "dys"));
         w("const real ga[" + str(nc) + "][" + str(d3) + "] = " +
           channel_rows(nc, d3, [&](int h, int k) { return "o." + hs(gn(path.out, k), h); }) +
           ";");
+        const std::string shape =
+            "<" + str(nc) + ", " + str(d1) + ", " + str(d3) + ", " + str(stride(d3)) + ">";
         w("real ca[" + str(nc) + "][" + str(d1) + "];");
-        w("matrix_apply<" + str(nc) + ", " + str(d1) + ", " + str(d3) + ", " + str(stride(d3)) +
-          ">(ga, mm, ca);");
+        w("matrix_apply_transposed" + shape + "(ga, mm, ca);");
+        if (dbl) {
+          w("real cpa[" + str(nc) + "][" + str(d1) + "];");
+          w("matrix_apply_transposed" + shape + "(ga, md, cpa);");
+        }
+        // The pair products of grad_Y per channel: w x_i g_k (double: w dx_i g_k + dW x_i g_k,
+        // as (dx_i, wg_k) and (x_i, dwg_k)).
         auto wg = [&](int k, int h) { return "wg" + str(k) + "_" + str(h); };
+        auto dwg = [&](int k, int h) { return "dwg" + str(k) + "_" + str(h); };
         for (int h = 0; h < nc; ++h)
-          for (int k = 0; k < d3; ++k)
+          for (int k = 0; k < d3; ++k) {
+            const std::string gk = "o." + hs(gn(path.out, k), h);
             w("const real " + wg(k, h) + " = " +
-              (path.has_weight ? "o." + hs(wn(n, v), h) + " * o." + hs(gn(path.out, k), h)
-                               : "o." + hs(gn(path.out, k), h)) +
-              ";");
+              (path.has_weight ? "o." + hs(wn(n, v), h) + " * " + gk : gk) + ";");
+            if (dbl && path.has_weight)
+              w("const real " + dwg(k, h) + " = o." + hs(dwn(n, v), h) + " * " + gk + ";");
+          }
+        auto products = [&](int i, int k, int h) {
+          std::vector<std::pair<std::string, std::string>> f;
+          if (!dbl) return decltype(f){{"o." + hs(xn(path.in1, i), h), wg(k, h)}};
+          f.push_back({"o." + hs(dxn(path.in1, i), h), wg(k, h)});
+          if (path.has_weight) f.push_back({"o." + hs(xn(path.in1, i), h), dwg(k, h)});
+          return f;
+        };
         const std::vector<std::pair<int, int>> pl = pairs(n);
         for (std::size_t base = 0; base < pl.size(); base += 32) {
           const int count = int(std::min<std::size_t>(32, pl.size() - base));
           std::string init;
           for (int q = 0; q < count; ++q) {
             const auto [i, k] = pl[base + q];
-            std::string e = "o." + hs(xn(path.in1, i), 0) + " * " + wg(k, 0);
-            for (int h = 1; h < nc; ++h)
-              e = "madd(o." + hs(xn(path.in1, i), h) + ", " + wg(k, h) + ", " + e + ")";
+            std::string e;
+            for (int h = 0; h < nc; ++h)
+              for (const auto& [a, b] : products(i, k, h))
+                e = e.empty() ? a + " * " + b : "madd(" + a + ", " + b + ", " + e + ")";
             init += (q ? ", " : "") + e;
           }
           w.open("{");
@@ -742,10 +850,22 @@ class ModuleEmitter {
           std::string gw_expr = "real(0)";
           for (int i = 0; i < d1; ++i) {
             const std::string gx = "gx[" + str(h * n_gx + gx_base[path.in1] + i) + "]";
-            const std::string a = "ca[" + str(h) + "][" + str(i) + "]";
-            w(path.has_weight ? gx + " = madd(o." + hs(wn(n, v), h) + ", " + a + ", " + gx + ");"
-                              : gx + " += " + a + ";");
-            gw_expr = "madd(o." + hs(xn(path.in1, i), h) + ", " + a + ", " + gw_expr + ")";
+            const std::string hi = "[" + str(h) + "][" + str(i) + "]";
+            const std::string a = "ca" + hi, ap = "cpa" + hi;
+            const std::string x = "o." + hs(xn(path.in1, i), h), wv = "o." + hs(wn(n, v), h);
+            if (!dbl) {
+              w(path.has_weight ? gx + " = madd(" + wv + ", " + a + ", " + gx + ");"
+                                : gx + " += " + a + ";");
+              gw_expr = "madd(" + x + ", " + a + ", " + gw_expr + ")";
+            } else if (path.has_weight) {
+              // grad_x += dW a + w a'; grad_W = sum_i dx_i a_i + x_i a'_i.
+              w(gx + " = madd(o." + hs(dwn(n, v), h) + ", " + a + ", madd(" + wv + ", " + ap +
+                ", " + gx + "));");
+              gw_expr = "madd(" + x + ", " + ap + ", madd(o." + hs(dxn(path.in1, i), h) + ", " +
+                        a + ", " + gw_expr + "))";
+            } else {
+              w(gx + " += " + ap + ";");
+            }
           }
           if (path.has_weight)
             w("if (gw && u0 + " + str(32 * h) + " < " + str(g.mul) + ") stcs(gw + " +
@@ -789,7 +909,8 @@ class ModuleEmitter {
     w.open("CLEBSCH_INLINE static void write_gy(real* row, int lane, bool accumulate, const real "
            "(&gy)[kGy]) {");
     w("(void)gy;");
-    w("const real* gys = matrix_scratch<" + cfg_name(ps.pass) + ">() + 4 * kMatrixStride;");
+    w("const real* gys = matrix_scratch<" + cfg_name(ps.pass) + ">() + " + str(gys_at) +
+      " * kMatrixStride;");
     w.open("for (int j = lane; j < " + str(n_gy) + "; j += 32) {");
     w("real* p = row + gy_offset(j);");
     w("*p = accumulate ? *p + gys[j] : gys[j];");

@@ -136,10 +136,10 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
 
 // Matrix CG form: one group per output block (its instructions share the block's accumulators),
 // each lane working on as many channels as fit matrix_lane_registers (a power of two, at most
-// max_lane_channels and the block's chunk count). Per channel a lane keeps, forward, the
-// block's accumulators and W (x is gathered row by row, one value and its product with w at a
-// time); backward x, W, grad_out and the grad_x sums, plus one batch of 32 pair products
-// (x_i w grad_out_k summed over the channels) for the warp reduction of grad_Y.
+// max_lane_channels and the block's chunk count). Per channel a lane keeps the block's x and W
+// (the double passes also dx and dW), and the accumulators in a receiver pass; in a sender pass
+// the grad_x sums and grad_out, plus one batch of 32 pair products (x_i w grad_out_k summed over
+// the channels) for the warp reduction of grad_Y.
 std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o) {
   std::vector<Group> groups;
   const int regs = size_of(p.dtype()) / 4;
@@ -162,8 +162,10 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.in1_blocks.assign(in1.begin(), in1.end());
     g.in2_blocks.assign(in2.begin(), in2.end());
     const int d3 = p.out()[b].dim();
-    const int per_channel = pass == Pass::kForward ? d3 + weights + 2 : 2 * d1 + weights + d3;
-    const int per_lane = pass == Pass::kForward ? 0 : kWarpSize;
+    const int copies = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward ? 2 : 1;
+    const int operands = copies * (d1 + weights);
+    const int per_channel = operands + d3 + (is_receiver_pass(pass) ? 0 : d1);
+    const int per_lane = is_receiver_pass(pass) ? 0 : kWarpSize;
     const int chunks32 = (g.mul + kWarpSize - 1) / kWarpSize;
     g.lane_channels = 1;
     while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
@@ -171,20 +173,22 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
       g.lane_channels *= 2;
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
     g.live_values = g.lane_channels * per_channel + per_lane;
-    g.operand_values =
-        g.lane_channels * (pass == Pass::kForward ? weights : d1 + weights + d3);
+    g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
     groups.push_back(std::move(g));
   }
   return groups;
 }
 
-// Scratch of the matrix CG form per warp, in elements: two M buffers (one instruction's matrix
-// is built while a slower lane may still read the previous one), in the backward pass also two
-// buffers of the lane-summed products x_i grad_out_k and one grad_Y row.
+// Scratch of the matrix CG form per warp, in elements: per instruction the pass's matrices (of Y;
+// the double passes also of dY) in two alternating sets (one instruction's are built while a
+// slower lane may still read the previous ones); the sender passes also two buffers of the
+// lane-summed pair products and one grad_Y row.
 int matrix_scratch_elements(const TpProblem& p, Pass pass) {
   const int largest = matrix_cg_buffer(p);
-  return pass == Pass::kForward ? 2 * largest : 4 * largest + p.dim_in2();
+  const int matrices = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward ? 2 : 1;
+  return is_receiver_pass(pass) ? 2 * matrices * largest
+                                : 2 * (matrices + 1) * largest + p.dim_in2();
 }
 
 }  // namespace
@@ -202,17 +206,20 @@ int matrix_lane_registers(DType dtype, const ScheduleOptions& options) {
 }
 
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {
-  return options.matrix_cg && (pass == Pass::kForward || pass == Pass::kBackward) &&
+  const bool single = pass == Pass::kForward || pass == Pass::kBackward;
+  return options.matrix_cg && (single || options.matrix_cg_double) &&
          uses_looped_cg(problem, options);
 }
 
-int matrix_cg_stride(int d3, DType dtype) { return round_up(d3, 16 / size_of(dtype)); }
+int matrix_cg_stride(int d, DType dtype) { return round_up(d, 16 / size_of(dtype)); }
 
 int matrix_cg_buffer(const TpProblem& p) {
   int largest = 0;
-  for (const TpPath& path : p.paths())
-    largest = std::max(largest, p.in1()[path.in1].dim() *
-                                    matrix_cg_stride(p.out()[path.out].dim(), p.dtype()));
+  for (const TpPath& path : p.paths()) {
+    const int d1 = p.in1()[path.in1].dim(), d3 = p.out()[path.out].dim();
+    largest = std::max({largest, d3 * matrix_cg_stride(d1, p.dtype()),
+                        d1 * matrix_cg_stride(d3, p.dtype())});
+  }
   return largest;
 }
 

@@ -167,9 +167,14 @@ struct ScheduleOptions {
   /// per edge and instruction the warp builds M(Y)_ik = sum_j C_ijk Y_j once in shared memory
   /// (it does not depend on the channel) and each lane contracts it densely with its channel's
   /// x (forward) or grad_out (backward); grad_Y sums the products x_i grad_out_k over the lanes
-  /// first and contracts them with C once per edge. The double passes stay looped.
-  /// false: the looped form in every pass (A/B benchmarks, tests of the looped form).
+  /// first and contracts them with C once per edge. The double passes stay looped unless
+  /// matrix_cg_double. false: the looped form in every pass (A/B benchmarks, tests of the looped form).
   bool matrix_cg = true;
+  /// With matrix_cg, the double passes in the matrix form too: per edge and instruction the warp
+  /// builds M(Y) and M(dY); the double forward sums (w dx + dW x) M(Y) + w x M(dY), the double
+  /// backward forms M(Y)^T g and M(dY)^T g per lane and grad_Y from the lane-summed products
+  /// (dW x_i + w dx_i) g_k. false: the double passes stay looped.
+  bool matrix_cg_double = true;
   /// Matrix form: the per-lane register estimate that bounds lane_channels (at most
   /// max_lane_channels) of its single-block groups, in float32 and float64 modules. float64
   /// takes up to twice the channels of 160 (H200, deterministic, 160 -> 224: high-l-6 forward
@@ -179,12 +184,11 @@ struct ScheduleOptions {
   int matrix_lane_registers_float64 = 224;
   int max_lane_channels = 4;
   /// Matrix form: prefetch the next edge's operands when they take at most this many 32-bit
-  /// registers. 0: never. The forward's operands are only the W of the lane's channels (x is
-  /// gathered inside the contraction), so the next edge's W, the streamed bytes, is in flight
-  /// while the current edge is computed; the backward's (x, W, grad_out of 2-4 channels) are
-  /// far larger and would cost warps (H200, high-l-5 deterministic, when the forward still held
-  /// x: with / without prefetch forward float32 1.257 / 1.044 ms, float64 2.293 / 2.062).
-  int matrix_prefetch_registers = 16;
+  /// registers. 0: never. Its groups already hold 128-255 registers per lane, so that the
+  /// prefetch's extra operand registers cost warps: with the receiver groups overlapped on
+  /// streams, occupancy hides the latency better (H200, high-l-5 deterministic, with / without:
+  /// forward float32 1.257 / 1.044 ms, float64 2.293 / 2.062; f+b 7.95 / 7.65, 15.7 / 14.7).
+  int matrix_prefetch_registers = 0;
   /// Most streams a receiver pass's group kernels run on at once (LaunchConfig::streams). A
   /// high-l module has one kernel per output block (69 at l = 5) of one grid row of warps per
   /// receiver each: on a 1,000-node graph each kernel fills 2 blocks per SM, and the longest
@@ -199,10 +203,11 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options);
 int matrix_lane_registers(DType dtype, const ScheduleOptions& options);
 /// Whether @p pass of @p problem's modules uses the matrix CG form (ScheduleOptions::matrix_cg).
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass);
-/// Row length (elements) of one instruction's M matrix in the matrix CG form: rows i of d3
-/// values padded to 16 bytes, so that a lane reads a row with vector loads.
-int matrix_cg_stride(int d3, DType dtype);
-/// Elements of one M (or P) buffer of the matrix CG form: the largest instruction's matrix.
+/// Row length (elements) of an M matrix of the matrix CG form: d values (d1 in a row k of M,
+/// d3 in a row i of M^T) padded to 16 bytes, so that a lane reads a row with vector loads.
+int matrix_cg_stride(int d, DType dtype);
+/// Elements of one M (or P) buffer of the matrix CG form: the largest instruction's matrix, M
+/// or M^T.
 int matrix_cg_buffer(const TpProblem& problem);
 
 /// The whole module's schedule.

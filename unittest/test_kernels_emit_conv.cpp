@@ -107,12 +107,13 @@ TEST(EmitConv, AccumulationModeIsACompileTimeConstant) {
 
 // The looped CG form (ScheduleOptions::loop_cg_above): off for small instructions by default,
 // forced on or off by the knob, one table pair per instruction and index (i, j, k), no
-// coefficient immediates.
+// coefficient immediates (here without the matrix form, which takes every pass by default).
 TEST(EmitConv, LoopedFormFollowsTheThreshold) {
   const TpProblem p = small_problem(DType::kFloat64, Accumulation::kAtomic);
   EXPECT_EQ(emit(p).find("kCgIjk"), std::string::npos);
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
+  looped.matrix_cg = false;
   const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   EXPECT_NE(src.find("// looped CG form"), std::string::npos);
   EXPECT_NE(src.find("#pragma unroll 1"), std::string::npos);
@@ -130,12 +131,13 @@ TEST(EmitConv, LoopedFormFollowsTheThreshold) {
 }
 
 // The matrix CG form (ScheduleOptions::matrix_cg): in a looped module the forward and backward
-// passes build M(Y) in a shared-memory scratch the schedule reserves; the double passes stay
-// looped; matrix_cg false keeps every pass looped.
+// passes build M(Y) in a shared-memory scratch the schedule reserves; the double passes too
+// unless matrix_cg_double is false; matrix_cg false keeps every pass looped.
 TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   const TpProblem p = small_problem(DType::kFloat32, Accumulation::kDeterministic);
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
+  looped.matrix_cg_double = false;
   const Schedule s = schedule(p, DeviceLimits::h200(), looped);
   EXPECT_GE(s.pass(Pass::kForward).smem.m_offset, 0);
   EXPECT_GE(s.pass(Pass::kBackward).smem.m_offset, 0);
@@ -143,13 +145,13 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(s.pass(Pass::kDoubleBackward).smem.m_offset, -1);
   EXPECT_EQ(s.pass(Pass::kForward).smem.m_offset % 16, 0);
   const std::string src = emit_conv_module(p, s);
-  for (const char* what : {"build_matrix<", "matrix_accumulate<", "matrix_apply<",
+  for (const char* what : {"build_matrix<", "matrix_apply<", "matrix_apply_transposed<",
                            "matrix_grad_y<", "matrix_scratch<CfgForward>", "matrix_scratch<CfgBackward>"})
     EXPECT_NE(src.find(what), std::string::npos) << what;
   EXPECT_EQ(src.find("matrix_scratch<CfgDouble"), std::string::npos);
   for (std::size_t n = 0; n < p.paths().size(); ++n)
     if (!p.paths()[n].cg.empty())
-      for (const char* t : {"kMj", "kMc", "kPptr", "kPpair", "kPc"})
+      for (const char* t : {"kMj", "kMc", "kMTj", "kMTc", "kPptr", "kPpair", "kPc"})
         EXPECT_NE(src.find(t + std::to_string(n) + "["), std::string::npos) << t << n;
 
   looped.matrix_cg = false;
@@ -160,12 +162,28 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   const std::string off = emit_conv_module(p, plain);
   EXPECT_EQ(off.find("build_matrix"), std::string::npos);
   EXPECT_NE(off.find("kCgIjk"), std::string::npos);
+
+  // matrix_cg_double: the double passes build M(Y) and M(dY) too (twice the matrices of the
+  // single passes), and no pass is left to use the looped form's tables.
+  looped.matrix_cg = true;
+  looped.matrix_cg_double = true;
+  const Schedule all = schedule(p, DeviceLimits::h200(), looped);
+  EXPECT_GE(all.pass(Pass::kDoubleForward).smem.m_offset, 0);
+  EXPECT_GE(all.pass(Pass::kDoubleBackward).smem.m_offset, 0);
+  EXPECT_GT(all.pass(Pass::kDoubleBackward).smem.bytes_per_warp,
+            all.pass(Pass::kBackward).smem.bytes_per_warp);
+  const std::string dbl = emit_conv_module(p, all);
+  for (const char* what : {"matrix_scratch<CfgDoubleForward>", "matrix_scratch<CfgDoubleBackward>",
+                           "(md, kMj", "(md, kMTj"})
+    EXPECT_NE(dbl.find(what), std::string::npos) << what;
+  EXPECT_EQ(dbl.find("kCgIjk"), std::string::npos);
   // Unlooped modules reserve nothing and emit no matrix code.
   EXPECT_EQ(schedule(p, DeviceLimits::h200()).pass(Pass::kForward).smem.m_offset, -1);
   EXPECT_EQ(emit(p).find("build_matrix"), std::string::npos);
 }
 
-// l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops.
+// l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops (in the
+// matrix form of every pass: its M tables, no per-entry loop tables).
 TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {
   const TensorProduct l4 = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e"),
                                                Irreps("0e+1o+2e+3o+4e"), Irreps("4x4e"));
@@ -175,11 +193,12 @@ TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {
   const TensorProduct tp = conv_tensor_product(Irreps("4x0e+4x1o+4x2e+4x3o+4x4e+4x5o"),
                                                Irreps("0e+1o+2e+3o+4e+5o"), Irreps("4x5o"));
   const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic);
-  EXPECT_NE(emit(p).find("kCgIjk"), std::string::npos);
+  EXPECT_NE(emit(p).find("kMj"), std::string::npos);
   ScheduleOptions unrolled;
   unrolled.loop_cg_above = -1;
-  EXPECT_EQ(emit_conv_module(p, schedule(p, DeviceLimits::h200(), unrolled)).find("kCgIjk"),
-            std::string::npos);
+  const std::string plain = emit_conv_module(p, schedule(p, DeviceLimits::h200(), unrolled));
+  EXPECT_EQ(plain.find("kCgIjk"), std::string::npos);
+  EXPECT_EQ(plain.find("kMj"), std::string::npos);
 }
 
 }  // namespace

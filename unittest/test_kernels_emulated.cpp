@@ -128,9 +128,8 @@ struct Case {
   bool prefetch = true;  ///< false: the schedule never prefetches (the other load loop)
   bool looped = false;   ///< true: every instruction in the looped CG form (loop_cg_above 0)
   bool matrix = true;    ///< false (with looped): no matrix form in the forward and backward
-  /// With matrix: which of its groups prefetch the next edge. -1: the schedule's default (the
-  /// forward's, whose operands are only W), 0: none, 1: every group (the backward's too).
-  int matrix_prefetch = -1;
+  bool matrix_prefetch = false;  ///< true (with matrix): its groups prefetch the next edge
+  bool matrix_double = true;     ///< false (with matrix): the double passes stay looped
 };
 
 std::string case_name(const Case& c) {
@@ -138,16 +137,16 @@ std::string case_name(const Case& c) {
          (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
          (c.prefetch ? "" : "_noprefetch") + (c.looped ? "_looped" : "") +
          (c.looped && !c.matrix ? "_nomatrix" : "") +
-         (c.looped && c.matrix && c.matrix_prefetch == 1 ? "_matrixprefetch" : "") +
-         (c.looped && c.matrix && c.matrix_prefetch == 0 ? "_nomatrixprefetch" : "");
+         (c.looped && c.matrix && c.matrix_prefetch ? "_matrixprefetch" : "") +
+         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.shape << " " << to_string(c.dtype) << " " << to_string(c.acc)
       << (c.prefetch ? "" : " no prefetch") << (c.looped ? " looped" : "")
       << (c.looped && !c.matrix ? " no matrix" : "")
-      << (c.looped && c.matrix && c.matrix_prefetch == 1 ? " matrix prefetch" : "")
-      << (c.looped && c.matrix && c.matrix_prefetch == 0 ? " no matrix prefetch" : "");
+      << (c.looped && c.matrix && c.matrix_prefetch ? " matrix prefetch" : "")
+      << (c.looped && c.matrix && !c.matrix_double ? " looped double" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -182,7 +181,8 @@ class Emulated : public ::testing::TestWithParam<Case> {
     if (!c.prefetch) so.prefetch_registers = 0;
     if (c.looped) so.loop_cg_above = 0;
     so.matrix_cg = c.matrix;
-    if (c.matrix_prefetch >= 0) so.matrix_prefetch_registers = c.matrix_prefetch ? 1 << 20 : 0;
+    if (c.matrix_prefetch) so.matrix_prefetch_registers = 1 << 20;
+    so.matrix_cg_double = c.matrix_double;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
@@ -290,7 +290,7 @@ std::vector<Case> cases() {
   v.push_back({"MaceLike", DType::kFloat64, Accumulation::kDeterministic, false});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, false});
   // The looped CG form (emitted for high l) forced onto small problems: every pass, both types
-  // and modes, with its matrix form in the forward and backward (the default) and without;
+  // and modes, with its matrix form in every pass (the default) and without;
   // WeightlessMul2 adds instructions without weights and a Y multiplicity of 2, MaceLike and
   // NonUniform several chunks (grad_Y summed over them) and multiplicities.
   for (DType d : {DType::kFloat32, DType::kFloat64})
@@ -302,10 +302,14 @@ std::vector<Case> cases() {
   v.push_back({"NonUniform", DType::kFloat32, Accumulation::kAtomic, true, true});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, false});
   v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kDeterministic, true, true, false});
-  // The matrix groups' prefetch of the next edge: in every group (by default only the
-  // forward's) and in none.
-  v.push_back({"MaceLike", DType::kFloat32, Accumulation::kDeterministic, true, true, true, 1});
-  v.push_back({"NonUniform", DType::kFloat64, Accumulation::kAtomic, true, true, true, 0});
+  // The matrix groups' prefetch of the next edge (off by default).
+  v.push_back({"MaceLike", DType::kFloat32, Accumulation::kDeterministic, true, true, true, true});
+  // The double passes looped behind a forward and backward in the matrix form
+  // (ScheduleOptions::matrix_cg_double false).
+  v.push_back({"NonUniform", DType::kFloat64, Accumulation::kDeterministic, true, true, true,
+               false, false});
+  v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, true, false,
+               false});
   return v;
 }
 
