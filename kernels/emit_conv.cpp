@@ -238,9 +238,6 @@ class ModuleEmitter {
   std::string group_name(Pass pass, int g) const {
     return cfg_name(pass).substr(3) + "Group" + str(g);
   }
-  bool is_double(Pass pass) const {
-    return pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
-  }
 
   // Instruction n's CG entries ordered by one of their indices (axis 'i', 'j' or 'k'), stably:
   // within one value of that index the entries stay in CG order.
@@ -686,7 +683,7 @@ class ModuleEmitter {
     w.open("struct " + group_name(ps.pass, gi) + " {");
     w("static constexpr int kAcc = " + str(nc * d3) + ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
-    const bool dbl = is_double(ps.pass);
+    const bool dbl = is_double_pass(ps.pass);
     emit_matrix_ops(w, g, false, dbl);
     w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
            "real (&acc)[kAcc]) {");
@@ -769,7 +766,7 @@ class ModuleEmitter {
     w("static constexpr int kGx = " + str(nc * n_gx) + ", kGy = 1, kChunks = " + str(g.chunks) +
       ";");
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
-    const bool dbl = is_double(ps.pass);
+    const bool dbl = is_double_pass(ps.pass);
     // Scratch: the matrices of two instructions (M^T(Y); double: and M^T(dY)), two P buffers,
     // the grad_Y row.
     const int mats = dbl ? 2 : 1, gys_at = 2 * mats + 2;
@@ -1034,7 +1031,7 @@ class ModuleEmitter {
 
   void emit_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
     const Group& g = ps.groups[gi];
-    const bool dbl = is_double(ps.pass);
+    const bool dbl = is_double_pass(ps.pass);
     group_comment(w, ps, g, gi);
     std::map<int, int> base;  // out block -> first accumulator
     int n_acc = 0;
@@ -1160,7 +1157,7 @@ class ModuleEmitter {
 
   void emit_sender_group(Writer& w, const PassSchedule& ps, int gi) {
     const Group& g = ps.groups[gi];
-    const bool dbl = is_double(ps.pass);
+    const bool dbl = is_double_pass(ps.pass);
     group_comment(w, ps, g, gi);
     SenderLayout lay = sender_layout(ps, gi);
     std::map<int, int>&gx_base = lay.gx_base, &gy_base = lay.gy_base;

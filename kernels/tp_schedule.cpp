@@ -162,7 +162,7 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.in1_blocks.assign(in1.begin(), in1.end());
     g.in2_blocks.assign(in2.begin(), in2.end());
     const int d3 = p.out()[b].dim();
-    const int copies = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward ? 2 : 1;
+    const int copies = is_double_pass(pass) ? 2 : 1;
     const int operands = copies * (d1 + weights);
     const int per_channel = operands + d3 + (is_receiver_pass(pass) ? 0 : d1);
     const int per_lane = is_receiver_pass(pass) ? 0 : kWarpSize;
@@ -186,7 +186,7 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
 // lane-summed pair products and one grad_Y row.
 int matrix_scratch_elements(const TpProblem& p, Pass pass) {
   const int largest = matrix_cg_buffer(p);
-  const int matrices = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward ? 2 : 1;
+  const int matrices = is_double_pass(pass) ? 2 : 1;
   return is_receiver_pass(pass) ? 2 * matrices * largest
                                 : 2 * (matrices + 1) * largest + p.dim_in2();
 }
@@ -245,6 +245,10 @@ bool is_receiver_pass(Pass pass) {
   return pass == Pass::kForward || pass == Pass::kDoubleForward;
 }
 
+bool is_double_pass(Pass pass) {
+  return pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
+}
+
 int PassSchedule::units() const {
   int n = 0;
   for (const Group& g : groups) n += g.chunks;
@@ -270,7 +274,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
   s.options = options;
   for (int n = 0; n < kNumPasses; ++n) {
     const Pass pass = static_cast<Pass>(n);
-    const bool with_dy = pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
+    const bool with_dy = is_double_pass(pass);
     PassSchedule ps;
     ps.pass = pass;
     const int pass_budget = pass == Pass::kForward && problem.dtype() == DType::kFloat32 &&

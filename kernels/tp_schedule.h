@@ -73,6 +73,8 @@ std::string to_string(Pass pass);
 std::string kernel_name(Pass pass, int group);
 /// Receiver passes run one grid row per chunk; sender passes loop over the chunks in a warp.
 bool is_receiver_pass(Pass pass);
+/// The double passes take the cotangents dx, dY, dW beside x, Y, W.
+bool is_double_pass(Pass pass);
 
 /// A set of output blocks (of one multiplicity) computed together, with the paths into them and
 /// the input blocks they read.
