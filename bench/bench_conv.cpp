@@ -142,6 +142,8 @@ Options parse(int argc, char** argv) {
       o.schedule.matrix_prefetch_registers = std::stoi(value());
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
+    } else if (a == "--async-operands") {
+      o.schedule.async_operands = std::stoi(value()) != 0;
     } else if (a == "--threads") {
       o.threads = std::stoi(value());
     } else {
@@ -152,6 +154,7 @@ Options parse(int argc, char** argv) {
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --matrix-prefetch-registers N "
+                  "--async-operands 0|1 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }
@@ -185,6 +188,7 @@ int precompile(const Options& o) {
   std::mutex mutex;
   std::size_t next = 0;
   int failures = 0;
+  const int n = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   auto worker = [&]() {
     for (;;) {
       std::size_t k;
@@ -201,6 +205,8 @@ int precompile(const Options& o) {
         CompileOptions co;
         co.arch = "sm_90";
         co.verbose = true;
+        // n modules at a time share the machine's threads.
+        co.threads = std::max(1, int(std::thread::hardware_concurrency()) / n);
         const Cubin c = compile_cubin(emit_conv_module(p, s), j.name + ".cu", co);
         int max_regs = 0, spill = 0;
         std::istringstream log(c.log);
@@ -227,7 +233,6 @@ int precompile(const Options& o) {
       std::cout << line << std::endl;
     }
   };
-  const int n = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::thread> pool;
   for (int t = 0; t < n; ++t) pool.emplace_back(worker);
   for (std::thread& t : pool) t.join();

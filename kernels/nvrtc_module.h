@@ -24,6 +24,10 @@ struct CompileOptions {
   std::vector<std::string> extra;
   /// Ask ptxas for its resource report (registers, spills); it lands in Cubin::log.
   bool verbose = false;
+  /// Threads NVRTC may use for one module (--split-compile: the optimiser and ptxas work on
+  /// the module's kernels in parallel); 0: every hardware thread. Not part of the cache key:
+  /// it changes how long a compilation takes, not what the kernels compute.
+  int threads = 0;
   /// Cache directory; empty: default_cache_dir(). "off" disables the cache.
   std::string cache_dir;
 };
