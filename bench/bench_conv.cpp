@@ -142,8 +142,7 @@ Options parse(int argc, char** argv) {
       o.schedule.matrix_prefetch_registers = std::stoi(value());
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
-    } else if (a == "--async-operands") {
-      o.schedule.async_operands = std::stoi(value()) != 0;
+
     } else if (a == "--threads") {
       o.threads = std::stoi(value());
     } else {
@@ -154,7 +153,6 @@ Options parse(int argc, char** argv) {
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --matrix-prefetch-registers N "
-                  "--async-operands 0|1 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }

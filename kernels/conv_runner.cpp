@@ -40,7 +40,7 @@ std::vector<KernelSpec> ConvRunner::kernel_specs(const Schedule& s) {
   for (const PassSchedule& ps : s.passes)
     for (std::size_t g = 0; g < ps.groups.size(); ++g)
       specs.push_back({kernel_name(ps.pass, int(g)), "ConvArgs", true,
-                       unsigned(group_shared_bytes(ps, int(g)))});
+                       unsigned(ps.launch.shared_bytes)});
   return specs;
 }
 
@@ -70,7 +70,7 @@ void ConvRunner::run(Stream stream, Pass pass, const ConvBuffers& b) const {
     d.grid_x = plan.grid_x;
     d.grid_y = plan.grid_y(ps, g);
     d.threads = plan.threads;
-    d.shared_bytes = plan.shared_bytes(ps, g);
+    d.shared_bytes = plan.shared_bytes;
     backend_.launch(module_->kernel(kernel_name(pass, g)), d, stream, plan.args);
   }
 }

@@ -610,76 +610,6 @@ class ModuleEmitter {
       " + (u & 31); }");
   }
 
-  // The operand stage of a forward matrix group (Group::stage_bytes, receiver_pass_staged):
-  // issue() copies an edge's runs (per in1 block the x of the chunk's 32 lane_channels
-  // channels, per weighted instruction their W) into the warp's stage, load_staged() hands each
-  // lane its channels' values, zeros for a skipped edge, a channel past the multiplicity or an
-  // absent W (as load() does).
-  void emit_operand_stage(Writer& w, const Group& g) {
-    const int nc = g.lane_channels, run = 32 * nc;
-    struct Run {
-      std::string source;  // "x + offset" or "w + offset"
-      int at, width;       // stage offset (elements), values per channel
-      bool weight;
-    };
-    std::vector<Run> runs;
-    int at = 0;
-    for (int a : g.in1_blocks) {
-      const TpBlock& b = p_.in1()[a];
-      runs.push_back({"x + " + str(b.offset), at, b.dim(), false});
-      at += run * b.dim();
-    }
-    for (int n : g.paths) {
-      const TpPath& path = p_.paths()[n];
-      if (!path.has_weight) continue;
-      const int m2 = p_.in2()[path.in2].mul;
-      runs.push_back({"w + " + str(path.weight_offset), at, m2, true});
-      at += run * m2;
-    }
-    if (at * int(size_of(p_.dtype())) != g.stage_bytes)
-      throw Error("emit_conv_module: operand stage of " + str(at) + " elements does not match " +
-                  "the schedule's " + str(g.stage_bytes) + " bytes");
-    w("static constexpr int kStageBytes = " + str(g.stage_bytes) + ";");
-    w.open("CLEBSCH_INLINE static void issue(const ConvArgs& a, int s, int e, int chunk, "
-           "real* st) {");
-    w("if (s < 0) return;");
-    w("const int c0 = chunk * " + str(run) + ";");
-    w("const int n = " + str(g.mul) + " - c0 < " + str(run) + " ? " + str(g.mul) + " - c0 : " +
-      str(run) + ";");
-    w("const real* x = (const real*)a.x + (long long)s * kDim1;");
-    w("const real* w = a.w ? (const real*)a.w + (long long)e * kNumWeights : nullptr;");
-    for (const Run& r : runs) {
-      const std::string copy = "copy_async_run(st + " + str(r.at) + ", " + r.source + " + c0 * " +
-                               str(r.width) + ", n * " + str(r.width) + ");";
-      w(r.weight ? "if (w) " + copy : copy);
-    }
-    w("copy_async_commit();");
-    w.close();
-    w.open("CLEBSCH_INLINE static void load_staged(const ConvArgs& a, int s, int u, "
-           "const real* st, Ops& o) {");
-    w("const int u0 = lane_channel(u), l = u & 31;");
-    w("(void)a;");
-    for (int h = 0; h < nc; ++h) {
-      const std::string ok = "ok" + str(h), lh = "(l + " + str(32 * h) + ")";
-      w("const bool " + ok + " = s >= 0 && u0 + " + str(32 * h) + " < " + str(g.mul) + ";");
-      std::size_t k = 0;
-      for (int a : g.in1_blocks) {
-        const Run& r = runs[k++];
-        for (int i = 0; i < r.width; ++i)
-          w("o." + hs(xn(a, i), h) + " = " + ok + " ? st[" + str(r.at) + " + " + lh + " * " +
-            str(r.width) + " + " + str(i) + "] : real(0);");
-      }
-      for (int n : g.paths) {
-        if (!p_.paths()[n].has_weight) continue;
-        const Run& r = runs[k++];
-        for (int v = 0; v < r.width; ++v)
-          w("o." + hs(wn(n, v), h) + " = (" + ok + " && a.w) ? st[" + str(r.at) + " + " + lh +
-            " * " + str(r.width) + " + " + str(v) + "] : real(0);");
-      }
-    }
-    w.close();
-  }
-
   // "{{a_0, b_0}, {a_1, b_1}}": a [lane_channels][n] array initialiser.
   std::string channel_rows(int nc, int n, const std::function<std::string(int, int)>& at) const {
     std::string rows;
@@ -755,7 +685,6 @@ class ModuleEmitter {
     w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
     const bool dbl = is_double_pass(ps.pass);
     emit_matrix_ops(w, g, false, dbl);
-    if (g.stage_bytes > 0) emit_operand_stage(w, g);
     w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
            "real (&acc)[kAcc]) {");
     w("(void)dys;");
@@ -1222,8 +1151,7 @@ class ModuleEmitter {
       w.close();
       w.close();
     }
-    w(std::string(ps.groups[gi].stage_bytes > 0 ? "receiver_pass_staged<" : "receiver_pass<") +
-      cfg + ", " + group_name(ps.pass, gi) + ">(a, blockIdx.y);");
+    w("receiver_pass<" + cfg + ", " + group_name(ps.pass, gi) + ">(a, blockIdx.y);");
     w.close();
   }
 

@@ -66,7 +66,7 @@ TpLauncher::TpLauncher(const TpProblem& problem, const Schedule& schedule,
       const CUfunction f = module_.function(kernel_name(pass, int(g)));
       // Above the default 48 KB a kernel must opt in to its dynamic shared memory.
       CLEBSCH_CU_CHECK(FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        group_shared_bytes(ps, int(g))));
+                                        ps.launch.shared_bytes));
       functions_[p].push_back(f);
     }
   }
@@ -216,6 +216,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
   plan.num_launches = int(ps.groups.size());
   plan.grid_x = static_cast<unsigned>((items + warps - 1) / warps);
   plan.threads = unsigned(ps.launch.threads_per_block);
+  plan.shared_bytes = unsigned(ps.launch.shared_bytes);
   plan.rows_per_chunk = receiver;
   return plan;
 }
@@ -248,7 +249,7 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
   for (int g = 0; g < plan.num_launches; ++g) {
     const CUstream st = g % streams == 0 ? stream : side_streams_[g % streams - 1];
     CLEBSCH_CU_CHECK(LaunchKernel(kernels[g], plan.grid_x, plan.grid_y(ps, g), 1, plan.threads,
-                                  1, 1, plan.shared_bytes(ps, g), st, params, nullptr));
+                                  1, 1, plan.shared_bytes, st, params, nullptr));
   }
   for (int i = 0; i + 1 < streams; ++i) {
     CLEBSCH_CU_CHECK(EventRecord(joins_[i], side_streams_[i]));

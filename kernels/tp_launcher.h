@@ -97,15 +97,11 @@ struct LaunchPlan {
   Clear clears[3];
   int num_clears = 0;
   int num_launches = 0;
-  unsigned grid_x = 0, threads = 0;
+  unsigned grid_x = 0, threads = 0, shared_bytes = 0;
   /// Receiver passes: one grid row per chunk of the group; sender passes: 1.
   bool rows_per_chunk = false;
   unsigned grid_y(const PassSchedule& ps, int g) const {
     return rows_per_chunk ? unsigned(ps.groups[g].chunks) : 1u;
-  }
-  /// Dynamic shared memory of group g's kernel.
-  unsigned shared_bytes(const PassSchedule& ps, int g) const {
-    return unsigned(group_shared_bytes(ps, g));
   }
 };
 

@@ -140,10 +140,8 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
 // (the double passes also dx and dW), and the accumulators in a receiver pass; in a sender pass
 // the grad_x sums and grad_out, plus one batch of 32 pair products (x_i w grad_out_k summed over
 // the channels) for the warp reduction of grad_Y.
-std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o,
-                                 const DeviceLimits& limits) {
+std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o) {
   std::vector<Group> groups;
-  const bool staged = o.async_operands && pass == Pass::kForward && limits.sm_major >= 8;
   const int regs = size_of(p.dtype()) / 4;
   const int lane_registers = matrix_lane_registers(p.dtype(), o);
   for (std::size_t b = 0; b < p.out().size(); ++b) {
@@ -177,11 +175,6 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.live_values = g.lane_channels * per_channel + per_lane;
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
-    if (staged) {
-      // One run of 32 lane_channels channels per in1 block and weighted instruction.
-      g.stage_bytes = kWarpSize * g.lane_channels * (d1 + weights) * size_of(p.dtype());
-      g.prefetch = false;
-    }
     groups.push_back(std::move(g));
   }
   return groups;
@@ -256,11 +249,6 @@ bool is_double_pass(Pass pass) {
   return pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
 }
 
-int group_shared_bytes(const PassSchedule& ps, int group) {
-  return ps.launch.shared_bytes +
-         ps.launch.warps_per_block * ps.groups.at(std::size_t(group)).stage_bytes;
-}
-
 int PassSchedule::units() const {
   int n = 0;
   for (const Group& g : groups) n += g.chunks;
@@ -294,7 +282,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
                                 ? options.forward_budget_float32
                                 : budget;
     ps.groups = uses_matrix_cg(problem, options, pass)
-                    ? matrix_groups(pass, problem, options, limits)
+                    ? matrix_groups(pass, problem, options)
                     : make_groups(pass, problem, pass_budget, options.prefetch_registers);
 
     // Tile: the largest power of two up to max_tile whose staged rows stay near the per-warp
@@ -343,10 +331,6 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
                           std::to_string(sm.bytes_per_warp) + ") exceed the device's " +
                           std::to_string(limits.max_shared_per_block) +
                           "; retry with fewer warps per block");
-    // A group whose stages would not fit the block computes without them.
-    for (Group& g : ps.groups)
-      if (lc.shared_bytes + options.warps_per_block * g.stage_bytes > limits.max_shared_per_block)
-        g.stage_bytes = 0;
     s.passes.push_back(std::move(ps));
   }
   if (problem.accumulation() == Accumulation::kAtomic)
@@ -368,9 +352,6 @@ std::string Schedule::str() const {
        << " units, tile " << p.smem.tile << ", " << p.launch.warps_per_block << " warps, "
        << p.launch.shared_bytes << " B shared";
     if (p.launch.streams > 1) os << ", " << p.launch.streams << " streams";
-    int staged = 0;
-    for (const Group& g : p.groups) staged += g.stage_bytes > 0;
-    if (staged > 0) os << ", " << staged << " staged groups";
   }
   return os.str();
 }

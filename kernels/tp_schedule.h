@@ -97,10 +97,6 @@ struct Group {
   /// Load the next edge's operands while computing the current one (software pipelining:
   /// twice the operand registers, one memory latency hidden per edge).
   bool prefetch;
-  /// Bytes per warp of the group's operand stage (ScheduleOptions::async_operands; 0: none).
-  /// The stages follow every warp's SharedMemoryPlan region, so that each group kernel asks for
-  /// its own (group_shared_bytes) and small groups keep their occupancy.
-  int stage_bytes = 0;
 };
 
 /// Per-warp shared memory: byte offsets of the staged arrays and the total. dy_offset (double
@@ -136,10 +132,6 @@ struct PassSchedule {
   /// Total group-chunk units.
   int units() const;
 };
-
-/// Dynamic shared memory of the kernel of group @p group of @p ps: the pass's per-warp regions
-/// (LaunchConfig::shared_bytes) and the group's operand stages.
-int group_shared_bytes(const PassSchedule& ps, int group);
 
 /// Tuning knobs; the defaults are the tuned values. The caller may retry with fewer warps when
 /// schedule() throws CapacityError.
@@ -205,11 +197,6 @@ struct ScheduleOptions {
   /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails
   /// (H200, high-l-5 deterministic forward: float32 2.44 -> 1.24 ms, float64 3.49 -> 2.39).
   int receiver_streams = 8;
-  /// Matrix form, forward pass (sm_80 and later): the next edge's x and W of a warp's chunk are
-  /// copied into a per-warp shared-memory stage with cp.async while the current edge computes
-  /// (receiver_pass_staged, conv_matrix.cuh.in), so that the gathers' latency is hidden without
-  /// the registers of a prefetch.
-  bool async_operands = true;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).

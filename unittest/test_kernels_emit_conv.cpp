@@ -182,35 +182,6 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(emit(p).find("build_matrix"), std::string::npos);
 }
 
-// The forward matrix groups stage their operands (ScheduleOptions::async_operands): every one of
-// their kernels runs receiver_pass_staged and copies the runs with cp.async; the other passes and
-// a schedule without stages keep receiver_pass.
-TEST(EmitConv, ForwardMatrixGroupsRunTheStagedPass) {
-  const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
-  ScheduleOptions looped;
-  looped.loop_cg_above = 0;
-  const Schedule s = schedule(p, DeviceLimits::h200(), looped);
-  const std::string src = emit_conv_module(p, s);
-  const PassSchedule& fwd = s.pass(Pass::kForward);
-  auto count = [](const std::string& text, const std::string& what) {
-    int n = 0;
-    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-  };
-  ASSERT_FALSE(fwd.groups.empty());
-  for (const Group& g : fwd.groups) EXPECT_GT(g.stage_bytes, 0);
-  EXPECT_EQ(count(src, "receiver_pass_staged<CfgForward, ForwardGroup"), int(fwd.groups.size()));
-  EXPECT_EQ(count(src, "receiver_pass<CfgForward,"), 0);
-  EXPECT_GT(count(src, "receiver_pass<CfgDoubleForward,"), 0);
-  EXPECT_EQ(count(src, "static constexpr int kStageBytes = "), int(fwd.groups.size()));
-  EXPECT_NE(src.find("cp.async.cg.shared.global"), std::string::npos);
-
-  looped.async_operands = false;
-  const std::string off = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
-  EXPECT_EQ(count(off, "receiver_pass_staged<CfgForward"), 0);
-  EXPECT_EQ(count(off, "kStageBytes = "), 0);
-}
-
 // l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops (in the
 // matrix form of every pass: its M tables, no per-entry loop tables).
 TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {

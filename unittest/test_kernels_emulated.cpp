@@ -84,7 +84,7 @@ class EmulatedModule {
     const PassSchedule& ps = schedule_.pass(pass);
     for (int g = 0; g < plan.num_launches; ++g)
       launch_(kernels_[int(pass)][g], plan.grid_x, plan.grid_y(ps, g), plan.threads,
-              plan.shared_bytes(ps, g), &plan.args);
+              plan.shared_bytes, &plan.args);
   }
   unsigned take_status() { return std::exchange(status_, 0u); }
 
@@ -181,10 +181,7 @@ class Emulated : public ::testing::TestWithParam<Case> {
     if (!c.prefetch) so.prefetch_registers = 0;
     if (c.looped) so.loop_cg_above = 0;
     so.matrix_cg = c.matrix;
-    if (c.matrix_prefetch) {
-      so.matrix_prefetch_registers = 1 << 20;
-      so.async_operands = false;  // the forward's groups prefetch in registers too
-    }
+    if (c.matrix_prefetch) so.matrix_prefetch_registers = 1 << 20;
     so.matrix_cg_double = c.matrix_double;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
@@ -305,8 +302,7 @@ std::vector<Case> cases() {
   v.push_back({"NonUniform", DType::kFloat32, Accumulation::kAtomic, true, true});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, false});
   v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kDeterministic, true, true, false});
-  // The matrix groups' prefetch of the next edge in registers (off by default), the forward's
-  // operand stages off (ScheduleOptions::async_operands): the looped cases above stage them.
+  // The matrix groups' prefetch of the next edge (off by default).
   v.push_back({"MaceLike", DType::kFloat32, Accumulation::kDeterministic, true, true, true, true});
   // The double passes looped behind a forward and backward in the matrix form
   // (ScheduleOptions::matrix_cg_double false).

@@ -6,7 +6,6 @@
 // memory gives CapacityError that a retry with fewer warps resolves.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <set>
 
 #include "conv_shapes.h"
@@ -181,57 +180,6 @@ TEST(Schedule, OnlyReceiverPassesSpreadTheirGroupsOverStreams) {
           DType::kFloat32, Accumulation::kAtomic),
       DeviceLimits::h200());
   EXPECT_EQ(m.pass(Pass::kForward).launch.streams, 1);
-}
-
-// The forward matrix groups stage one run per in1 block and weighted instruction of 32
-// lane_channels channels; no other pass stages, a group whose stages do not fit the block goes
-// without, and async_operands false or a device before sm_80 turns them off.
-TEST(Schedule, ForwardMatrixGroupsStageTheirOperandRuns) {
-  const ConvShape shape = benchmark_shape("high-l-6");
-  for (DType d : {DType::kFloat32, DType::kFloat64}) {
-    const TpProblem p = TpProblem::from_tensor_product(
-        conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), d,
-        Accumulation::kDeterministic);
-    const Schedule s = schedule(p, DeviceLimits::h200());
-    const PassSchedule& fwd = s.pass(Pass::kForward);
-    for (std::size_t gi = 0; gi < fwd.groups.size(); ++gi) {
-      const Group& g = fwd.groups[gi];
-      int d1 = 0, weights = 0;
-      for (int a : g.in1_blocks) d1 += p.in1()[std::size_t(a)].dim();
-      for (int n : g.paths)
-        if (p.paths()[std::size_t(n)].has_weight)
-          weights += p.in2()[std::size_t(p.paths()[std::size_t(n)].in2)].mul;
-      EXPECT_EQ(g.stage_bytes, 32 * g.lane_channels * (d1 + weights) * size_of(d)) << gi;
-      EXPECT_FALSE(g.prefetch);
-      EXPECT_EQ(group_shared_bytes(fwd, int(gi)),
-                fwd.launch.shared_bytes + fwd.launch.warps_per_block * g.stage_bytes);
-      EXPECT_LE(group_shared_bytes(fwd, int(gi)), DeviceLimits::h200().max_shared_per_block);
-    }
-    for (Pass other : {Pass::kBackward, Pass::kDoubleForward, Pass::kDoubleBackward})
-      for (const Group& g : s.pass(other).groups) EXPECT_EQ(g.stage_bytes, 0);
-
-    // A block just large enough for the largest pass: the groups whose stages overflow it
-    // drop them, the others keep theirs.
-    DeviceLimits tight = DeviceLimits::h200();
-    tight.max_shared_per_block = 0;
-    for (const PassSchedule& ps : s.passes)
-      tight.max_shared_per_block = std::max(tight.max_shared_per_block, ps.launch.shared_bytes);
-    const Schedule tight_schedule = schedule(p, tight);
-    const PassSchedule& fitted = tight_schedule.pass(Pass::kForward);
-    int dropped = 0;
-    for (std::size_t gi = 0; gi < fwd.groups.size(); ++gi) {
-      const bool fits = group_shared_bytes(fwd, int(gi)) <= tight.max_shared_per_block;
-      EXPECT_EQ(fitted.groups[gi].stage_bytes, fits ? fwd.groups[gi].stage_bytes : 0) << gi;
-      dropped += !fits;
-    }
-    EXPECT_GT(dropped, 0);
-    DeviceLimits volta = DeviceLimits::h200();
-    volta.sm_major = 7;
-    ScheduleOptions off;
-    off.async_operands = false;
-    for (const Schedule& without : {schedule(p, volta), schedule(p, DeviceLimits::h200(), off)})
-      for (const Group& g : without.pass(Pass::kForward).groups) EXPECT_EQ(g.stage_bytes, 0);
-  }
 }
 
 TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
