@@ -142,7 +142,8 @@ Options parse(int argc, char** argv) {
       o.schedule.matrix_prefetch_registers = std::stoi(value());
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
-
+    } else if (a == "--mma") {
+      o.schedule.mma_float64 = std::stoi(value());
     } else if (a == "--threads") {
       o.threads = std::stoi(value());
     } else {
@@ -153,6 +154,7 @@ Options parse(int argc, char** argv) {
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --matrix-prefetch-registers N "
+                  "--mma 0|1|2 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }
@@ -433,7 +435,8 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   r["schedule"] = L.schedule().str();
   r["schedule_options"] = {{"prefetch_registers", o.schedule.prefetch_registers},
                            {"budget_float32", o.schedule.budget_float32},
-                           {"budget_float64", o.schedule.budget_float64}};
+                           {"budget_float64", o.schedule.budget_float64},
+                           {"mma_float64", o.schedule.mma_float64}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {
     int n = 0;

@@ -198,6 +198,7 @@ class ModuleEmitter {
     if (looped_ && any_looped_pass) emit_cg_tables(w);
     if (any_matrix_) {
       w.raw(templates::k_conv_matrix);
+      if (any_mma()) w.raw(templates::k_conv_mma);
       emit_matrix_tables(w);
     }
     for (const PassSchedule& ps : s_.passes) {
@@ -419,6 +420,11 @@ class ModuleEmitter {
   }
 
   bool matrix(Pass pass) const { return s_.pass(pass).smem.m_offset >= 0; }
+  bool any_mma() const {
+    for (const Group& g : s_.pass(Pass::kForward).groups)
+      if (g.mma) return true;
+    return false;
+  }
   int stride(int d) const { return matrix_cg_stride(d, p_.dtype()); }
 
   // Instruction n's non-zero (i, k) pairs in (i, k) order: the products x_i grad_out_k of the
@@ -481,6 +487,14 @@ class ModuleEmitter {
       if (matrix(Pass::kForward) || matrix(Pass::kDoubleForward))
         emit_m_table(w, "kM", tag, path, kj, d3 * d1p,
                      [&](const CgEntry& e) { return e.k * d1p + e.i; });
+      if (any_mma()) {
+        // Fragment order (mma_fragments): entry (s T + t) 32 + 4 (k % 8) + i % 4 for s = i / 4,
+        // t = k / 8.
+        const int steps = (d1 + 3) / 4, tiles = (d3 + 7) / 8;
+        emit_m_table(w, "kMF", tag, path, kj, steps * tiles * 32, [&](const CgEntry& e) {
+          return ((e.i / 4) * tiles + e.k / 8) * 32 + 4 * (e.k % 8) + e.i % 4;
+        });
+      }
       if (!matrix(Pass::kBackward) && !matrix(Pass::kDoubleBackward)) continue;
       emit_m_table(w, "kMT", tag, path, kj, d1 * d3p,
                    [&](const CgEntry& e) { return e.i * d3p + e.k; });
@@ -677,6 +691,7 @@ class ModuleEmitter {
   // its channels.
   void emit_matrix_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
     const Group& g = ps.groups[gi];
+    if (g.mma) return emit_mma_receiver_group(w, ps, gi);
     const int nc = g.lane_channels, ob = g.out_blocks.at(0), d3 = p_.out()[ob].dim();
     group_comment(w, ps, g, gi);
     w("// matrix form, " + str(nc) + " channel(s) per lane");
@@ -740,6 +755,130 @@ class ModuleEmitter {
           const std::string v = "acc[" + str(h * d3 + k) + "]";
           w(atomic ? "atomicAdd(" + at + ", " + v + ");" : "*(" + at + ") = " + v + ";");
         }
+        w.close();
+      }
+      w.close();
+    }
+    w.close("};");
+  }
+
+  // Forward, float64 matrix group on the tensor cores (Group::mma): a warp covers 32 nc channels
+  // as 4 nc row tiles of 8 (lane 4 r + q: channel 8 m + r of tile m, k-step entry i = 4 s + q of
+  // A, C values k = 8 t + 2 q + h). Ops holds each lane's x entry per (in1 block, tile, k-step)
+  // and W per (instruction, Y channel, tile); per instruction and Y channel the lane builds its
+  // B entries of M(Y) in registers and the tiles run their MMAs, A = W x formed per tile.
+  void emit_mma_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
+    const Group& g = ps.groups[gi];
+    const int nc = g.lane_channels, tiles_m = 4 * nc, ob = g.out_blocks.at(0);
+    const int d3 = p_.out()[ob].dim(), tiles_k = (d3 + 7) / 8;
+    auto steps = [&](int a) { return (p_.in1()[a].dim() + 3) / 4; };
+    auto xf = [&](int a, int m, int st) { return "x" + str(a) + "_" + str(m) + "_" + str(st); };
+    auto wf = [&](int n, int v, int m) { return "w" + str(n) + "_" + str(v) + "_" + str(m); };
+    group_comment(w, ps, g, gi);
+    w("// float64 tensor cores: " + str(tiles_m) + " row tiles of 8 channels, " + str(tiles_k) +
+      " column tile(s)");
+    w.open("struct " + group_name(ps.pass, gi) + " {");
+    w("static constexpr int kAcc = " + str(tiles_m * tiles_k * 2) + ";");
+    w("static constexpr bool kPrefetch = false;");
+    std::vector<std::string> names, loads;
+    for (int m = 0; m < tiles_m; ++m) {
+      const std::string ok = "ok" + str(m), c = "c" + str(m);
+      for (int a : g.in1_blocks) {
+        const TpBlock& b = p_.in1()[a];
+        for (int st = 0; st < steps(a); ++st) {
+          const bool partial = 4 * st + 4 > b.dim();
+          names.push_back(xf(a, m, st));
+          loads.push_back("(" + ok + (partial ? " && q < " + str(b.dim() - 4 * st) : "") +
+                          ") ? ldg(x + " + str(b.offset) + " + " + c + " * " + str(b.dim()) +
+                          " + " + str(4 * st) + " + q) : real(0)");
+        }
+      }
+      for (int n : g.paths) {
+        const TpPath& path = p_.paths()[n];
+        if (!path.has_weight) continue;
+        const int m2 = p_.in2()[path.in2].mul;
+        for (int v = 0; v < m2; ++v) {
+          names.push_back(wf(n, v, m));
+          loads.push_back("(" + ok + " && w) ? ldcs(w + " + str(path.weight_offset) + " + " + c +
+                          " * " + str(m2) + " + " + str(v) + ") : real(0)");
+        }
+      }
+    }
+    w.open("struct Ops {");
+    for (std::size_t k = 0; k < names.size(); k += 8) {
+      std::string line = "real ";
+      for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
+        line += (m > k ? ", " : "") + names[m];
+      w(line + ";");
+    }
+    w.close("};");
+    const std::string first = "(u >> 5) * " + str(32 * nc) + " + ((u & 31) >> 2)";
+    w.open("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, int e, int u, Ops& o) {");
+    w("const int q = u & 3;");
+    w("const real* x = (const real*)a.x + (long long)(s >= 0 ? s : 0) * kDim1;");
+    w("const real* w = a.w ? (const real*)a.w + (long long)(s >= 0 ? e : 0) * kNumWeights : "
+      "nullptr;");
+    w("(void)x, (void)w, (void)q;");
+    for (int m = 0; m < tiles_m; ++m) {
+      w("const int c" + str(m) + " = " + first + " + " + str(8 * m) + ";");
+      w("const bool ok" + str(m) + " = s >= 0 && c" + str(m) + " < " + str(g.mul) + ";");
+    }
+    for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
+    w.close();
+    w.open("CLEBSCH_INLINE static void compute(const Ops& o, const real* ys, const real* dys, "
+           "real (&acc)[kAcc]) {");
+    w("(void)dys;");
+    for (int n : g.paths) {
+      const TpPath& path = p_.paths()[n];
+      if (path.cg.empty()) continue;
+      const TpBlock& b2 = p_.in2()[path.in2];
+      const int a = path.in1, ns = steps(a);
+      w(path_comment(path, n));
+      for (int v = 0; v < b2.mul; ++v) {
+        w.open("{");
+        w("real b[" + str(ns) + "][" + str(tiles_k) + "];");
+        w("mma_fragments<" + str(ns) + ", " + str(tiles_k) + ", kMatrixJ>(b, kMFj" + str(n) +
+          ", kMFc" + str(n) + ", ys + " + str(b2.offset + v * b2.dim()) + ");");
+        // k-step outermost: consecutive MMAs go to different accumulators, so that each
+        // accumulator's chain waits for one MMA per k-step round, not per instruction.
+        for (int st = 0; st < ns; ++st)
+          for (int m = 0; m < tiles_m; ++m) {
+            const std::string x = path.has_weight ? "o." + wf(n, v, m) + " * o." + xf(a, m, st)
+                                                  : "o." + xf(a, m, st);
+            w.open("{");
+            w("const real x = " + x + ";");
+            for (int t = 0; t < tiles_k; ++t) {
+              const int at = (m * tiles_k + t) * 2;
+              w("mma_f64(acc[" + str(at) + "], acc[" + str(at + 1) + "], x, b[" + str(st) + "][" +
+                str(t) + "]);");
+            }
+            w.close();
+          }
+        w.close();
+      }
+    }
+    w.close();
+    const TpBlock& b = p_.out()[ob];
+    for (const char* mode : {"add", "store"}) {
+      const bool atomic = std::string(mode) == "add";
+      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
+             "(const ConvArgs& a, long long r, int u, const real (&acc)[kAcc]) {");
+      w("real* o = (real*)a.out + r * kDimOut;");
+      w("const int q = u & 3;");
+      for (int m = 0; m < tiles_m; ++m) {
+        w("const int c" + str(m) + " = " + first + " + " + str(8 * m) + ";");
+        w.open("if (c" + str(m) + " < " + str(g.mul) + ") {");
+        for (int t = 0; t < tiles_k; ++t)
+          for (int h = 0; h < 2; ++h) {
+            const std::string k = str(8 * t + h) + " + 2 * q";
+            const std::string at = "o + " + str(b.offset) + " + c" + str(m) + " * " + str(d3) +
+                                   " + " + k;
+            const std::string v = "acc[" + str((m * tiles_k + t) * 2 + h) + "]";
+            const std::string put = atomic ? "atomicAdd(" + at + ", " + v + ");"
+                                           : "*(" + at + ") = " + v + ";";
+            // Columns past d3 are the padding of the last tile.
+            w(8 * t + 8 > d3 ? "if (" + k + " < " + str(d3) + ") " + put : put);
+          }
         w.close();
       }
       w.close();

@@ -134,14 +134,46 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
   return groups;
 }
 
+// A float64 forward group on the tensor cores: per lane, the accumulator fragments of its
+// 4 lane_channels row tiles (8 channels each) times ceil(d3 / 8) column tiles (two values
+// each), the edge's operands of every row tile (an x entry per in1 block and k-step and a W per
+// weight, all loaded before the MMAs so that their latency overlaps the B build) and the B
+// fragments of one instruction's M (ceil(d1 / 4) k-steps by the column tiles); lane_channels is
+// the largest power of two (at most max_lane_channels and the 32-channel chunks) within
+// mma_lane_registers.
+void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int chunks32,
+                  int weights) {
+  const int tiles_k = (p.out()[std::size_t(g.out_blocks.at(0))].dim() + 7) / 8;
+  int steps = 0, x_steps = 0;
+  for (int a : g.in1_blocks) {
+    steps = std::max(steps, (p.in1()[std::size_t(a)].dim() + 3) / 4);
+    x_steps += (p.in1()[std::size_t(a)].dim() + 3) / 4;
+  }
+  auto values = [&](int nc) {
+    return nc * 4 * (2 * tiles_k + x_steps + weights) + steps * tiles_k;
+  };
+  g.mma = true;
+  g.prefetch = false;
+  g.lane_channels = 1;
+  while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
+         values(2 * g.lane_channels) * 2 <= o.mma_lane_registers)
+    g.lane_channels *= 2;
+  g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
+  g.live_values = values(g.lane_channels);
+  g.operand_values = g.lane_channels * 4 * (x_steps + weights);
+}
+
 // Matrix CG form: one group per output block (its instructions share the block's accumulators),
 // each lane working on as many channels as fit matrix_lane_registers (a power of two, at most
 // max_lane_channels and the block's chunk count). Per channel a lane keeps the block's x and W
 // (the double passes also dx and dW), and the accumulators in a receiver pass; in a sender pass
 // the grad_x sums and grad_out, plus one batch of 32 pair products (x_i w grad_out_k summed over
 // the channels) for the warp reduction of grad_Y.
-std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o) {
+std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o,
+                                 const DeviceLimits& limits) {
   std::vector<Group> groups;
+  const bool mma = pass == Pass::kForward && p.dtype() == DType::kFloat64 &&
+                   o.mma_float64 != kMmaNever && limits.sm_major >= 8;
   const int regs = size_of(p.dtype()) / 4;
   const int lane_registers = matrix_lane_registers(p.dtype(), o);
   for (std::size_t b = 0; b < p.out().size(); ++b) {
@@ -175,6 +207,9 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.live_values = g.lane_channels * per_channel + per_lane;
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
+    if (mma && (o.mma_float64 == kMmaAlways ||
+                g.lane_channels < std::min(o.max_lane_channels, chunks32)))
+      mma_channels(g, p, o, chunks32, weights);
     groups.push_back(std::move(g));
   }
   return groups;
@@ -282,7 +317,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
                                 ? options.forward_budget_float32
                                 : budget;
     ps.groups = uses_matrix_cg(problem, options, pass)
-                    ? matrix_groups(pass, problem, options)
+                    ? matrix_groups(pass, problem, options, limits)
                     : make_groups(pass, problem, pass_budget, options.prefetch_registers);
 
     // Tile: the largest power of two up to max_tile whose staged rows stay near the per-warp
@@ -352,6 +387,9 @@ std::string Schedule::str() const {
        << " units, tile " << p.smem.tile << ", " << p.launch.warps_per_block << " warps, "
        << p.launch.shared_bytes << " B shared";
     if (p.launch.streams > 1) os << ", " << p.launch.streams << " streams";
+    int mma = 0;
+    for (const Group& g : p.groups) mma += g.mma;
+    if (mma > 0) os << ", " << mma << " mma groups";
   }
   return os.str();
 }

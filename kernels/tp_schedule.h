@@ -97,6 +97,10 @@ struct Group {
   /// Load the next edge's operands while computing the current one (software pipelining:
   /// twice the operand registers, one memory latency hidden per edge).
   bool prefetch;
+  /// Matrix form on the float64 tensor cores (ScheduleOptions::mma_float64): a warp's
+  /// 32 lane_channels channels are 4 lane_channels row tiles of 8 for m8n8k4 MMAs, each lane
+  /// holding MMA fragments instead of whole channels.
+  bool mma = false;
 };
 
 /// Per-warp shared memory: byte offsets of the staged arrays and the total. dy_offset (double
@@ -132,6 +136,9 @@ struct PassSchedule {
   /// Total group-chunk units.
   int units() const;
 };
+
+/// ScheduleOptions::mma_float64: which float64 forward matrix groups use the tensor cores.
+inline constexpr int kMmaNever = 0, kMmaRegisterLimited = 1, kMmaAlways = 2;
 
 /// Tuning knobs; the defaults are the tuned values. The caller may retry with fewer warps when
 /// schedule() throws CapacityError.
@@ -197,6 +204,19 @@ struct ScheduleOptions {
   /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails
   /// (H200, high-l-5 deterministic forward: float32 2.44 -> 1.24 ms, float64 3.49 -> 2.39).
   int receiver_streams = 8;
+  /// Matrix form, float64 forward (sm_80 and later): the contraction out[c][k] += (w x)[c][i]
+  /// M[i][k] on the tensor cores, m8n8k4 DMMAs with the channels as rows, x (times W) as A and
+  /// M(Y) as B: each lane builds its own B entries in registers, so there is no shared-memory
+  /// M, no barrier and one MMA instruction per 256 multiply-adds (padded to tiles of 4 i and
+  /// 8 k). mma_lane_registers bounds lane_channels as matrix_lane_registers does.
+  /// kMmaNever, kMmaRegisterLimited (default) or kMmaAlways. Measured on the H200 (bench/NOTES.md,
+  /// run 12), deterministic forward, every group on the tensor cores against none: high-l-5
+  /// 2.487 against 1.967 ms, high-l-6 4.670 / 4.538, high-l-7 7.998 / 8.146, high-l-8
+  /// 14.566 / 16.377. The form pays where the SIMT form's registers cap a lane below
+  /// max_lane_channels (M is then built for fewer channels either way and the SIMT lanes spill),
+  /// so by default only those groups use it.
+  int mma_float64 = kMmaRegisterLimited;
+  int mma_lane_registers = 160;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).

@@ -182,6 +182,35 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(emit(p).find("build_matrix"), std::string::npos);
 }
 
+// With mma_float64 kMmaAlways a float64 forward in the matrix form runs on the tensor cores:
+// fragment-ordered M tables and DMMAs in the forward groups only; float32 and kMmaNever keep the
+// shared-memory M.
+TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
+  ScheduleOptions looped;
+  looped.loop_cg_above = 0;
+  looped.mma_float64 = kMmaAlways;
+  const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
+  const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
+  const auto forward = src.find("// ==== forward pass"), backward = src.find("// ==== backward");
+  ASSERT_NE(forward, std::string::npos);
+  ASSERT_NE(backward, std::string::npos);
+  const std::string fwd = src.substr(forward, backward - forward);
+  EXPECT_NE(fwd.find("mma_f64(acc["), std::string::npos);
+  EXPECT_NE(fwd.find("mma_fragments<"), std::string::npos);
+  EXPECT_EQ(fwd.find("matrix_apply<"), std::string::npos);
+  EXPECT_EQ(src.find("mma_f64(acc[", backward), std::string::npos);
+  for (std::size_t n = 0; n < p.paths().size(); ++n)
+    if (!p.paths()[n].cg.empty())
+      EXPECT_NE(src.find("kMFj" + std::to_string(n) + "["), std::string::npos) << n;
+  looped.mma_float64 = kMmaNever;
+  EXPECT_EQ(emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped)).find("mma_f64(acc["),
+            std::string::npos);
+  const TpProblem p32 = small_problem(DType::kFloat32, Accumulation::kDeterministic);
+  looped.mma_float64 = kMmaAlways;
+  EXPECT_EQ(emit_conv_module(p32, schedule(p32, DeviceLimits::h200(), looped)).find("kMFj"),
+            std::string::npos);
+}
+
 // l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops (in the
 // matrix form of every pass: its M tables, no per-entry loop tables).
 TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {

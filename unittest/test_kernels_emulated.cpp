@@ -130,6 +130,7 @@ struct Case {
   bool matrix = true;    ///< false (with looped): no matrix form in the forward and backward
   bool matrix_prefetch = false;  ///< true (with matrix): its groups prefetch the next edge
   bool matrix_double = true;     ///< false (with matrix): the double passes stay looped
+  bool mma = false;  ///< true (float64, matrix): the forward on the tensor cores (else never)
 };
 
 std::string case_name(const Case& c) {
@@ -138,7 +139,8 @@ std::string case_name(const Case& c) {
          (c.prefetch ? "" : "_noprefetch") + (c.looped ? "_looped" : "") +
          (c.looped && !c.matrix ? "_nomatrix" : "") +
          (c.looped && c.matrix && c.matrix_prefetch ? "_matrixprefetch" : "") +
-         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "");
+         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "") +
+         (c.mma ? "_mma" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -146,7 +148,8 @@ void PrintTo(const Case& c, std::ostream* os) {
       << (c.prefetch ? "" : " no prefetch") << (c.looped ? " looped" : "")
       << (c.looped && !c.matrix ? " no matrix" : "")
       << (c.looped && c.matrix && c.matrix_prefetch ? " matrix prefetch" : "")
-      << (c.looped && c.matrix && !c.matrix_double ? " looped double" : "");
+      << (c.looped && c.matrix && !c.matrix_double ? " looped double" : "")
+      << (c.mma ? " tensor cores" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -183,6 +186,7 @@ class Emulated : public ::testing::TestWithParam<Case> {
     so.matrix_cg = c.matrix;
     if (c.matrix_prefetch) so.matrix_prefetch_registers = 1 << 20;
     so.matrix_cg_double = c.matrix_double;
+    so.mma_float64 = c.mma ? kMmaAlways : kMmaNever;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
@@ -310,6 +314,15 @@ std::vector<Case> cases() {
                false, false});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, true, false,
                false});
+  // The float64 forward on the tensor cores (ScheduleOptions::mma_float64): both modes, partial
+  // chunks and several multiplicities (NonUniform), instructions without weights and a Y
+  // multiplicity of 2 (WeightlessMul2). Each MMA is two warp barriers here: few, small cases.
+  v.push_back({"NonUniform", DType::kFloat64, Accumulation::kAtomic, true, true, true, false,
+               true, true});
+  v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kDeterministic, true, true, true,
+               false, true, true});
+  v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kAtomic, true, true, true, false,
+               true, true});
   return v;
 }
 

@@ -25,11 +25,13 @@ struct GpuCase {
   bool sorted;  ///< receivers sorted (the neighbour-list order)
   bool looped = false;  ///< every instruction looped (loop_cg_above 0): the matrix form and the
                         ///< looped double passes on small shapes
+  bool mma = false;     ///< every float64 forward matrix group on the tensor cores (kMmaAlways)
 };
 
 void PrintTo(const GpuCase& c, std::ostream* os) {
   *os << c.shape << " " << to_string(c.dtype) << " " << to_string(c.acc)
-      << (c.sorted ? " sorted" : " shuffled") << (c.looped ? " looped" : "");
+      << (c.sorted ? " sorted" : " shuffled") << (c.looped ? " looped" : "")
+      << (c.mma ? " tensor cores" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -100,6 +102,7 @@ class KernelVsHost : public ::testing::TestWithParam<GpuCase> {
     const TensorProduct tp = shape_tp(c.shape);
     ScheduleOptions so;
     if (c.looped) so.loop_cg_above = 0;
+    if (c.mma) so.mma_float64 = kMmaAlways;
     const TpLauncher launcher = TpLauncher::create(tp, c.dtype, c.acc, {}, so);
     const bool det = c.acc == Accumulation::kDeterministic;
     // Two draws: the kernels must compute the function on any input, not on one.
@@ -177,6 +180,13 @@ std::vector<GpuCase> gpu_cases() {
     for (DType d : {DType::kFloat32, DType::kFloat64})
       for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic})
         cases.push_back({shape, d, a, true, true});
+  // The float64 forward on the tensor cores in every matrix group (by default only the
+  // register-limited groups of large l use it): the looped small shapes and HighL8.
+  for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic}) {
+    for (const char* shape : {"MaceLike", "NonUniform", "WeightlessMul2"})
+      cases.push_back({shape, DType::kFloat64, a, true, true, true});
+    cases.push_back({"HighL8", DType::kFloat64, a, true, false, true});
+  }
   return cases;
 }
 
@@ -185,7 +195,8 @@ INSTANTIATE_TEST_SUITE_P(Coverage, KernelVsHost, ::testing::ValuesIn(gpu_cases()
                            const GpuCase& c = info.param;
                            return c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
                                   (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
-                                  (c.sorted ? "" : "_shuffled") + (c.looped ? "_looped" : "");
+                                  (c.sorted ? "" : "_shuffled") + (c.looped ? "_looped" : "") +
+                                  (c.mma ? "_mma" : "");
                          });
 
 // The receiver passes' group kernels overlap on side streams: the result must not depend on it

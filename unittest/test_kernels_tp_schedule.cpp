@@ -123,13 +123,18 @@ TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
   for (DType d : {DType::kFloat32, DType::kFloat64}) {
     const TpProblem p = TpProblem::from_tensor_product(tp, d, Accumulation::kDeterministic);
     const Schedule s = schedule(p, DeviceLimits::h200());
+    // The SIMT matrix form (the tensor cores' form is tested below): lanes hold whole
+    // channels.
+    ScheduleOptions simt;
+    simt.mma_float64 = kMmaNever;
+    const Schedule s_simt = schedule(p, DeviceLimits::h200(), simt);
     const int f32 = d == DType::kFloat32;
     auto largest = [&](const Group& g) {
       const TpPath& path = p.paths()[g.paths.at(0)];
       return p.in1()[path.in1].dim() == 17 && p.out()[path.out].dim() == 17;
     };
     EXPECT_EQ(s.pass(Pass::kForward).groups.size(), p.out().size());
-    for (const Group& g : s.pass(Pass::kForward).groups) {
+    for (const Group& g : s_simt.pass(Pass::kForward).groups) {
       // 8e x 8e -> 8e: 17 x values, 17 accumulators and a weight per channel.
       if (f32 || largest(g)) EXPECT_EQ(g.lane_channels, f32 ? 4 : 2);
       EXPECT_EQ(g.chunks, 4 / g.lane_channels);
@@ -139,10 +144,11 @@ TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
     for (const Group& g : s.pass(Pass::kBackward).groups) EXPECT_GE(g.lane_channels, 1);
     EXPECT_EQ(s.pass(Pass::kBackward).groups.front().lane_channels, 4)
         << "the 0e x 0e -> 0e block is small";
-    // The double passes keep dx and dW beside x and W: never more channels per lane.
+    // The double passes keep dx and dW beside x and W: never more channels per lane (than the
+    // forward's without the tensor cores, whose lanes hold fragments instead of channels).
     for (const auto& [dbl, single] : {std::pair{Pass::kDoubleForward, Pass::kForward},
                                       std::pair{Pass::kDoubleBackward, Pass::kBackward}}) {
-      const std::vector<Group>&d2 = s.pass(dbl).groups, &d1 = s.pass(single).groups;
+      const std::vector<Group>&d2 = s.pass(dbl).groups, &d1 = s_simt.pass(single).groups;
       ASSERT_EQ(d2.size(), d1.size());
       for (std::size_t b = 0; b < d1.size(); ++b) {
         EXPECT_GE(d2[b].lane_channels, 1);
@@ -180,6 +186,49 @@ TEST(Schedule, OnlyReceiverPassesSpreadTheirGroupsOverStreams) {
           DType::kFloat32, Accumulation::kAtomic),
       DeviceLimits::h200());
   EXPECT_EQ(m.pass(Pass::kForward).launch.streams, 1);
+}
+
+// The float64 forward's matrix groups run on the tensor cores where the SIMT form's registers
+// cap a lane below max_lane_channels (kMmaRegisterLimited, the default), or every one
+// (kMmaAlways); lane_channels is bounded by the fragments' register estimate, and no other
+// pass, type or pre-sm_80 device uses them.
+TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
+  const ConvShape shape = benchmark_shape("high-l-8");
+  const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
+  const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat64, Accumulation::kAtomic);
+  ScheduleOptions never, always;
+  never.mma_float64 = kMmaNever;
+  always.mma_float64 = kMmaAlways;
+  const Schedule s = schedule(p, DeviceLimits::h200());
+  const Schedule simt = schedule(p, DeviceLimits::h200(), never);
+  const Schedule all = schedule(p, DeviceLimits::h200(), always);
+  const std::vector<Group>& g = s.pass(Pass::kForward).groups;
+  int limited = 0;
+  for (std::size_t b = 0; b < g.size(); ++b) {
+    const bool capped = simt.pass(Pass::kForward).groups[b].lane_channels < 4;
+    EXPECT_EQ(g[b].mma, capped) << b;
+    limited += capped;
+    EXPECT_TRUE(all.pass(Pass::kForward).groups[b].mma);
+    if (!g[b].mma) continue;
+    EXPECT_LE(g[b].live_values * 2, ScheduleOptions().mma_lane_registers);
+    EXPECT_EQ(g[b].chunks, 4 / g[b].lane_channels);
+    const int d3 = p.out()[std::size_t(g[b].out_blocks.at(0))].dim();
+    // 8e x 8e -> 8e: per row tile of 8 channels 3 column tiles (6 accumulators), 5 x entries
+    // and a W; 5 x 3 B entries: 63 values for one 32-channel slice, 111 for two.
+    if (d3 == 17 && p.in1()[std::size_t(g[b].in1_blocks.at(0))].dim() == 17)
+      EXPECT_EQ(g[b].lane_channels, 1);
+  }
+  EXPECT_GT(limited, 0);
+  EXPECT_LT(limited, int(g.size())) << "small blocks keep four channels per lane in SIMT";
+  for (Pass other : {Pass::kBackward, Pass::kDoubleForward, Pass::kDoubleBackward})
+    for (const Group& h : all.pass(other).groups) EXPECT_FALSE(h.mma);
+  DeviceLimits volta = DeviceLimits::h200();
+  volta.sm_major = 7;
+  for (const Schedule& without :
+       {schedule(p, volta, always), simt,
+        schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
+                 DeviceLimits::h200(), always)})
+    for (const Group& h : without.pass(Pass::kForward).groups) EXPECT_FALSE(h.mma);
 }
 
 TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
