@@ -549,6 +549,33 @@ class ModuleEmitter {
 
   std::string hs(const std::string& name, int h) const { return name + "_" + str(h); }
 
+  // struct Ops: the per-edge operands of one lane, eight declarations to a line.
+  void emit_ops_struct(Writer& w, const std::vector<std::string>& names) {
+    w.open("struct Ops {");
+    for (std::size_t k = 0; k < names.size(); k += 8) {
+      std::string line = "real ";
+      for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
+        line += (m > k ? ", " : "") + names[m];
+      w(line + ";");
+    }
+    w.close("};");
+  }
+
+  // A receiver group's add (atomic mode) and store (deterministic) of its accumulators into
+  // output row r: `guard` (may be empty) then the row pointer o, then body(atomic).
+  void emit_output_stores(Writer& w, const std::string& guard,
+                          const std::function<void(bool)>& body) {
+    for (const char* mode : {"add", "store"}) {
+      const bool atomic = std::string(mode) == "add";
+      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
+             "(const ConvArgs& a, long long r, int u, const real (&acc)[kAcc]) {");
+      if (!guard.empty()) w(guard);
+      w("real* o = (real*)a.out + r * kDimOut;");
+      body(atomic);
+      w.close();
+    }
+  }
+
   // struct Ops and load() of a matrix group: x, W (the double passes also dx, dW; the sender
   // passes grad_out) of each of the lane's channels; zeros for a skipped edge, a channel past the
   // multiplicity or an absent cotangent.
@@ -594,14 +621,7 @@ class ModuleEmitter {
           }
         }
     }
-    w.open("struct Ops {");
-    for (std::size_t k = 0; k < names.size(); k += 8) {
-      std::string line = "real ";
-      for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
-        line += (m > k ? ", " : "") + names[m];
-      w(line + ";");
-    }
-    w.close("};");
+    emit_ops_struct(w, names);
     w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
            (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
     w("const int u0 = lane_channel(u);");
@@ -741,11 +761,7 @@ class ModuleEmitter {
     w("__syncwarp();");
     w.close();
     const TpBlock& b = p_.out()[ob];
-    for (const char* mode : {"add", "store"}) {
-      const bool atomic = std::string(mode) == "add";
-      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
-             "(const ConvArgs& a, long long r, int u, const real (&acc)[kAcc]) {");
-      w("real* o = (real*)a.out + r * kDimOut;");
+    emit_output_stores(w, "", [&](bool atomic) {
       w("const int u0 = lane_channel(u);");
       for (int h = 0; h < nc; ++h) {
         w.open("if (u0 + " + str(32 * h) + " < " + str(g.mul) + ") {");
@@ -757,8 +773,7 @@ class ModuleEmitter {
         }
         w.close();
       }
-      w.close();
-    }
+    });
     w.close("};");
   }
 
@@ -804,14 +819,7 @@ class ModuleEmitter {
         }
       }
     }
-    w.open("struct Ops {");
-    for (std::size_t k = 0; k < names.size(); k += 8) {
-      std::string line = "real ";
-      for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
-        line += (m > k ? ", " : "") + names[m];
-      w(line + ";");
-    }
-    w.close("};");
+    emit_ops_struct(w, names);
     const std::string first = "(u >> 5) * " + str(32 * nc) + " + ((u & 31) >> 2)";
     w.open("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, int e, int u, Ops& o) {");
     w("const int q = u & 3;");
@@ -859,11 +867,7 @@ class ModuleEmitter {
     }
     w.close();
     const TpBlock& b = p_.out()[ob];
-    for (const char* mode : {"add", "store"}) {
-      const bool atomic = std::string(mode) == "add";
-      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
-             "(const ConvArgs& a, long long r, int u, const real (&acc)[kAcc]) {");
-      w("real* o = (real*)a.out + r * kDimOut;");
+    emit_output_stores(w, "", [&](bool atomic) {
       w("const int q = u & 3;");
       for (int m = 0; m < tiles_m; ++m) {
         w("const int c" + str(m) + " = " + first + " + " + str(8 * m) + ";");
@@ -881,8 +885,7 @@ class ModuleEmitter {
           }
         w.close();
       }
-      w.close();
-    }
+    });
     w.close("};");
   }
 
@@ -1122,14 +1125,9 @@ class ModuleEmitter {
   void emit_ops_and_load(Writer& w, const Group& g, bool dbl, bool sender) {
     const std::vector<Field> fields = operand_fields(g, dbl, sender);
     w("// Gathered operands of one edge and lane (registers).");
-    w.open("struct Ops {");
-    for (std::size_t k = 0; k < fields.size(); k += 8) {
-      std::string line = "real ";
-      for (std::size_t m = k; m < std::min(fields.size(), k + 8); ++m)
-        line += (m > k ? ", " : "") + fields[m].name;
-      w(line + ";");
-    }
-    w.close("};");
+    std::vector<std::string> names;
+    for (const Field& f : fields) names.push_back(f.name);
+    emit_ops_struct(w, names);
     w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
            (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
     w("const bool ok = s >= 0 && u < " + str(g.mul) + ";");
@@ -1237,12 +1235,7 @@ class ModuleEmitter {
       }
     }
     w.close();
-    for (const char* mode : {"add", "store"}) {
-      const bool atomic = std::string(mode) == "add";
-      w.open(std::string("CLEBSCH_INLINE static void ") + mode +
-             "(const ConvArgs& a, long long r, int u, const real (&acc)[kAcc]) {");
-      w("if (u >= " + str(g.mul) + ") return;");
-      w("real* o = (real*)a.out + r * kDimOut;");
+    emit_output_stores(w, "if (u >= " + str(g.mul) + ") return;", [&](bool atomic) {
       for (int o : g.out_blocks) {
         const TpBlock& b = p_.out()[o];
         for (int k = 0; k < b.dim(); ++k) {
@@ -1252,8 +1245,7 @@ class ModuleEmitter {
           w(atomic ? "atomicAdd(" + at + ", " + v + ");" : "*(" + at + ") = " + v + ";");
         }
       }
-      w.close();
-    }
+    });
     w.close("};");
   }
 
