@@ -172,6 +172,7 @@ class ModuleEmitter {
   ModuleEmitter(const TpProblem& p, const Schedule& s)
       : p_(p), s_(s), looped_(uses_looped_cg(p, s.options)) {
     for (const PassSchedule& ps : s.passes) any_matrix_ |= ps.smem.m_offset >= 0;
+    for (const Group& g : s.pass(Pass::kForward).groups) any_mma_ |= g.mma;
   }
 
   std::string run() {
@@ -198,7 +199,7 @@ class ModuleEmitter {
     if (looped_ && any_looped_pass) emit_cg_tables(w);
     if (any_matrix_) {
       w.raw(templates::k_conv_matrix);
-      if (any_mma()) w.raw(templates::k_conv_mma);
+      if (any_mma_) w.raw(templates::k_conv_mma);
       emit_matrix_tables(w);
     }
     for (const PassSchedule& ps : s_.passes) {
@@ -420,11 +421,6 @@ class ModuleEmitter {
   }
 
   bool matrix(Pass pass) const { return s_.pass(pass).smem.m_offset >= 0; }
-  bool any_mma() const {
-    for (const Group& g : s_.pass(Pass::kForward).groups)
-      if (g.mma) return true;
-    return false;
-  }
   int stride(int d) const { return matrix_cg_stride(d, p_.dtype()); }
 
   // Instruction n's non-zero (i, k) pairs in (i, k) order: the products x_i grad_out_k of the
@@ -487,7 +483,7 @@ class ModuleEmitter {
       if (matrix(Pass::kForward) || matrix(Pass::kDoubleForward))
         emit_m_table(w, "kM", tag, path, kj, d3 * d1p,
                      [&](const CgEntry& e) { return e.k * d1p + e.i; });
-      if (any_mma()) {
+      if (any_mma_) {
         // Fragment order (mma_fragments): entry (s T + t) 32 + 4 (k % 8) + i % 4 for s = i / 4,
         // t = k / 8.
         const int steps = (d1 + 3) / 4, tiles = (d3 + 7) / 8;
@@ -1518,6 +1514,7 @@ class ModuleEmitter {
   const Schedule& s_;
   const bool looped_;
   bool any_matrix_ = false;
+  bool any_mma_ = false;  // a forward group on the tensor cores (Group::mma)
 };
 
 }  // namespace
