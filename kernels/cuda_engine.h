@@ -35,12 +35,13 @@ struct CudaEngineOptions {
   /// Record the wall time of each phase of compute() (synchronising the stream between phases,
   /// so the total is slower): CudaEngine::phase_seconds(). For benchmarks.
   bool profile = false;
-  /// Edges per batch of MACE's per-edge weight stage (radial MLP -> convolution): a batch's
-  /// weights are computed, used and dropped, and computed again in the backward, so the stage
-  /// needs memory for one batch, not for every edge of every layer. 0: automatic (all edges in
-  /// one batch, weights kept from the forward to the backward, while that fits a quarter of the
-  /// device memory; else batches that fit an eighth). The automatic sizes assume one engine per
-  /// GPU: with several MPI ranks on one GPU and systems near the memory limit, set it.
+  /// Edges per batch of the per-edge weight stage (MACE's radial MLP, NequIP's edge MLP ->
+  /// convolution): a batch's weights are computed, used and dropped, and computed again in the
+  /// backward, so the stage needs memory for one batch, not for every edge of every layer.
+  /// 0: automatic (all edges in one batch, weights kept from the forward to the backward, while
+  /// that fits a quarter of the device memory; else batches that fit an eighth:
+  /// edge_batch_budget.h). The automatic sizes assume one engine per GPU: with several MPI ranks
+  /// on one GPU and systems near the memory limit, set it.
   std::size_t edge_batch = 0;
 };
 

@@ -39,6 +39,7 @@
 #include "device_array.h"
 #include "device_linear.h"
 #include "device_mlp.h"
+#include "edge_batch_budget.h"
 #include "edge_order_kernels.h"
 #include "edge_orderings.h"
 #include "ghost_staging.h"
@@ -177,7 +178,7 @@ class MaceCuda final : public CudaEngine {
   DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
   std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
   std::size_t edge_batch_option_ = 0;
-  std::size_t keep_per_edge_ = 0, batch_per_edge_ = 0;  // weight-stage values per edge
+  EdgeBatchBudget budget_;  // weight-stage values per edge
   bool keep_weights_ = true;  // one batch: W and MLP activations kept from forward to backward
   DeviceArray<T> wb_, wfb_;   // several batches: one batch's weights (and cut weights)
   DeviceArray<int> species_buf_, centre_buf_, neighbour_buf_;
@@ -222,6 +223,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   const Accumulation acc =
       options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
   int max_d = 1;
+  std::size_t batch_weights_per_edge = 0;
   for (int t = 0; t < T_; ++t) {
     const model::MaceInteraction& in = m.interactions[t];
     const model::MaceProduct& pr = m.products[t];
@@ -244,10 +246,12 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     L.numel = in.conv_tp.descriptor.weight_numel();
     L.dim_target = in.linear.irreps_out.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
-    const std::size_t stage = static_cast<std::size_t>(L.numel) * (apply_cutoff_ ? 1 : 2) +
-                              L.radial_mlp.scratch_per_row();
-    keep_per_edge_ += stage;
-    batch_per_edge_ = std::max(batch_per_edge_, stage);
+    const std::size_t weights = static_cast<std::size_t>(L.numel) * (apply_cutoff_ ? 1 : 2);
+    budget_.keep_per_edge += weights + L.radial_mlp.scratch_per_row();
+    // In batches one batch's weights are held at a time (wb_, wfb_), but every layer's radial
+    // MLP keeps its own activations at the batch's size.
+    batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
+    budget_.batch_per_edge += L.radial_mlp.scratch_per_row();
     const ContractionTables ct = make_contraction_tables(
         pr.contraction, S_, "mace.products[" + std::to_string(t) + "].contraction");
     L.C = ct.C, L.D = ct.D, L.dim_b = ct.dim_b;
@@ -284,7 +288,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // Plus the weight gradients, one layer at a time.
     std::size_t max_numel = 0;
     for (const Layer<T>& L : layers_) max_numel = std::max(max_numel, std::size_t(L.numel));
-    keep_per_edge_ += max_numel, batch_per_edge_ += max_numel;
+    budget_.keep_per_edge += max_numel;
+    budget_.batch_per_edge += batch_weights_per_edge + max_numel;
   }
   for (const model::MaceReadout& src : m.readouts) {
     Readout<T> R(b);
@@ -429,14 +434,8 @@ void MaceCuda<T, G>::batches_changed() {
 
 template <class T, class G>
 std::size_t MaceCuda<T, G>::batch_edges(std::size_t E) const {
-  if (edge_batch_option_ > 0) return edge_batch_option_;
-  // Keeping every layer's weights is ~10 % faster (no second MLP forward) while it fits a
-  // quarter of the device; beyond, batches of an eighth (H200 run of this change: 10,192 atoms
-  // of a MACE-MP-0-medium-sized model, float64: 0.142 s and 29.0 GB kept, 0.155 s and 8.6 GB
-  // in 200,000-edge batches).
-  const std::size_t memory = backend_->limits().memory_bytes / sizeof(T);
-  if (E * keep_per_edge_ <= memory / 4) return 0;
-  return std::max<std::size_t>(1, memory / 8 / batch_per_edge_);
+  return budget_.max_batch_edges(E, edge_batch_option_,
+                                 backend_->limits().memory_bytes / sizeof(T));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,8 +13,15 @@
 // geometry precision, from which nequip_edge_gradient makes dE/dvector. Rows are in e3nn's
 // mul_ir layout throughout (the host engine's component-major rows are its own CPU layout).
 //
-// Unlike the host engine, the edge MLP's output of each layer is kept from the forward for the
-// backward (E x weight_numel per layer, besides the MLP's own activations): no recomputation.
+// The per-edge weight stage (edge MLP -> convolution) runs in batches of whole centres
+// (edge_orderings.h), sized by the rule of edge_batch_budget.h (CudaEngineOptions::edge_batch).
+// With one batch each layer's edge-MLP output W (E x weight_numel) and the MLP's activations are
+// kept from its forward for its backward: no recomputation. With several, a batch's weights live
+// only while the batch is convolved, and the backward computes them again (one MLP forward more
+// per layer), so that this stage's memory no longer grows with E times every layer's weight
+// count; the dE/dY and dE/d(embedding) of a batch are added to the per-edge sums batch by batch.
+// The results are the one-batch results to rounding (dE/dx of a sender is summed batch after
+// batch), and bitwise reproducible in deterministic mode.
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() runs the host engine's checks
@@ -36,6 +43,7 @@
 #include "device_array.h"
 #include "device_linear.h"
 #include "device_mlp.h"
+#include "edge_batch_budget.h"
 #include "edge_order_kernels.h"
 #include "edge_orderings.h"
 #include "ghost_staging.h"
@@ -63,7 +71,7 @@ struct NqLayer {
   NequipDeviceGate<T> gate;
   // Per call, kept from the forward for the backward.
   DeviceArray<T> x;  // [nodes][dim_x]: linear_1(h) * norm_const[species]
-  DeviceArray<T> W;  // [edges][numel]: edge MLP output
+  DeviceArray<T> W;  // [edges][numel]: edge MLP output (one edge batch only)
   DeviceArray<T> y;  // [local][dim_y]: the gate input
 };
 
@@ -92,6 +100,13 @@ class NequipCuda final : public CudaEngine {
 
  private:
   void build_orderings(const int* center, const int* neighbor, Stream s);
+  // After either path built edges_: drops per-edge weights kept by an earlier one-batch call.
+  void batches_changed();
+  // Edges per batch of the weight stage for E edges (0: one batch).
+  std::size_t batch_edges(std::size_t E) const;
+  // The edge MLP's output for batch @p batch of layer @p Lk into @p w (the MLP keeps its
+  // activations for the backward of those rows); returns w's data.
+  const T* batch_weights(NqLayer<T>& Lk, std::size_t batch, DeviceArray<T>& w, Stream s);
   // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
   void run(const int* d_species, const double* d_vector, double* atom_energy,
            double* edge_gradient, GhostExchange* exchange, bool check_geometry, Stream s);
@@ -104,7 +119,7 @@ class NequipCuda final : public CudaEngine {
   void forward_layer(int k, GhostExchange* exchange, Stream s);
   void backward_layer(int k, GhostExchange* exchange, Stream s);
   void node_norm(const NqLayer<T>& L, Stream s);
-  ConvBuffers conv_buffers(const NqLayer<T>& L) const;
+  ConvBuffers conv_buffers(const NqLayer<T>& L, std::size_t batch, const T* w) const;
 
   NequipEngine host_;  // the model's checks and metadata (nothing on the hot path)
   NequipGraphLimits limits_;
@@ -127,6 +142,10 @@ class NequipCuda final : public CudaEngine {
   const int* d_species_ = nullptr;
   DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
   std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
+  std::size_t edge_batch_option_ = 0;
+  EdgeBatchBudget budget_;    // weight-stage values per edge
+  bool keep_weights_ = true;  // one batch: W and MLP activations kept from forward to backward
+  DeviceArray<T> wb_;         // several batches: one batch's weights
   DeviceArray<int> species_buf_;
   DeviceArray<double> vector_buf_, atom_energy_, edge_grad_, d_r_max_pairs_;
   DeviceArray<unsigned long long> status_;
@@ -153,6 +172,8 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   species_buf_.bind(b);
   for (auto* a : {&vector_buf_, &atom_energy_, &edge_grad_, &d_r_max_pairs_}) a->bind(b);
   status_.bind(b);
+  wb_.bind(b);
+  edge_batch_option_ = options.edge_batch;
   for (auto* a : {&Y_, &emb_, &h_, &h_next_, &node_c_, &message_, &e_net_, &seed_, &gh_, &gh_in_,
                   &gy_, &gm_, &gx_, &gsh_, &gw_, &gemb_, &type_embedding_, &scale_, &shift_})
     a->bind(b);
@@ -186,6 +207,19 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
     L.dim_out = L.gate.dim_out();
     layers_.push_back(std::move(L));
   }
+  {
+    // Every layer's MLP keeps its activations (for one batch's rows with several batches); the
+    // backward adds one batch's dE/dW, dE/dY and dE/d(embedding) per edge.
+    std::size_t max_numel = 0, scratch = 0;
+    for (const NqLayer<T>& L : layers_) {
+      max_numel = std::max(max_numel, static_cast<std::size_t>(L.numel));
+      scratch += L.edge_mlp.scratch_per_row();
+      budget_.keep_per_edge += static_cast<std::size_t>(L.numel);
+    }
+    const std::size_t gradients = max_numel + nsh_ + nb_;
+    budget_.keep_per_edge += scratch + gradients;
+    budget_.batch_per_edge = max_numel + scratch + gradients;
+  }
   readout_ = DeviceMlp<T>(b, m.readout, "readout");
   type_embedding_.upload(std::vector<T>(m.type_embedding.begin(), m.type_embedding.end()));
   scale_.upload(per_species(m.scales));
@@ -210,8 +244,26 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
 template <class T, class G>
 void NequipCuda<T, G>::build_orderings(const int* center, const int* neighbor, Stream s) {
   // The host engine's edge order (by centre, stable), as its by_center sums.
-  const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor);
+  const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor, batch_edges(E_));
   edges_.upload(o, *backend_, s);
+  batches_changed();
+}
+
+template <class T, class G>
+void NequipCuda<T, G>::batches_changed() {
+  const bool keep = edges_.num_batches() == 1;
+  if (keep_weights_ && !keep) {
+    // Switching to batches: drop what a previous, smaller call kept for every edge.
+    for (NqLayer<T>& Lk : layers_) Lk.W.release(), Lk.edge_mlp.release_scratch();
+    gw_.release(), gsh_.release(), gemb_.release();
+  }
+  keep_weights_ = keep;
+}
+
+template <class T, class G>
+std::size_t NequipCuda<T, G>::batch_edges(std::size_t E) const {
+  return budget_.max_batch_edges(E, edge_batch_option_,
+                                 backend_->limits().memory_bytes / sizeof(T));
 }
 
 template <class T, class G>
@@ -277,8 +329,10 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
                          g.num_edges <= static_cast<std::size_t>(INT32_MAX) &&
                          (g.num_nodes == g.num_local || exchange);
   if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
-  if (!counts_ok || !orderer_->build(edges_, L_, N_, E_, limits_.num_species, g.species,
-                                     g.center, g.neighbor, 0, s)) {
+  if (counts_ok && orderer_->build(edges_, L_, N_, E_, limits_.num_species, g.species, g.center,
+                                   g.neighbor, batch_edges(E_), s)) {
+    batches_changed();
+  } else {
     download_indices();
     check_indices_on_host();
     build_orderings(host.center.data(), host.neighbor.data(), s);
@@ -302,17 +356,32 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
 // The evaluation
 // ---------------------------------------------------------------------------------------------
 
+// The convolution of batch @p batch as a problem of its own (edge_orderings.h): its edges and
+// receivers numbered from the batch's first, all senders; @p w: the batch's weights.
 template <class T, class G>
-ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L) const {
+ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L, std::size_t batch,
+                                           const T* w) const {
+  const std::size_t r0 = edges_.batch_centre[batch], e0 = edges_.batch_edge[batch];
   ConvBuffers c;
   c.num_senders = static_cast<std::int64_t>(N_);
-  c.num_receivers = static_cast<std::int64_t>(L_);
-  c.num_edges = static_cast<std::int64_t>(E_);
-  c.sender = edges_.sender.data(), c.receiver = edges_.centre.data();
-  c.receiver_ptr = edges_.centre_ptr.data(), c.receiver_order = nullptr;
-  c.sender_ptr = edges_.sender_ptr.data(), c.sender_order = edges_.by_sender.data();
-  c.x = L.x.data(), c.y = Y_.data(), c.w = L.W.data();
+  c.num_receivers = edges_.batch_centre[batch + 1] - static_cast<std::int64_t>(r0);
+  c.num_edges = edges_.batch_edge[batch + 1] - static_cast<std::int64_t>(e0);
+  c.sender = edges_.sender.data() + e0, c.receiver = edges_.local_centre.data() + e0;
+  c.receiver_ptr = edges_.local_centre_ptr.data() + r0 + batch, c.receiver_order = nullptr;
+  c.sender_ptr = edges_.sender_ptr.data() + batch * (N_ + 1);
+  c.sender_order = edges_.by_sender.data() + e0;
+  c.x = L.x.data(), c.y = Y_.data() + e0 * nsh_, c.w = w;
   return c;
+}
+
+template <class T, class G>
+const T* NequipCuda<T, G>::batch_weights(NqLayer<T>& Lk, std::size_t batch, DeviceArray<T>& w,
+                                         Stream s) {
+  const std::size_t e0 = edges_.batch_edge[batch];
+  const long long n = edges_.batch_edge[batch + 1] - static_cast<long long>(e0);
+  size_at_least_one(w, n * Lk.numel);
+  Lk.edge_mlp.forward(*gk_, n, emb_.data() + e0 * nb_, w.data(), s);
+  return w.data();
 }
 
 // node_c_[n] = norm_const[species[n]] on every node.
@@ -395,22 +464,24 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
 template <class T, class G>
 void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   NqLayer<T>& Lk = layers_[k];
-  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_),
-                  E = static_cast<long long>(E_);
+  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_);
   // x = linear_1(h) * norm_const[species], on every node: ghosts are read as senders.
   size_at_least_one(Lk.x, N_ * Lk.dim_x);
   Lk.linear_1.forward(*gk_, N, h_.data(), Lk.dim_in, Lk.x.data(), Lk.dim_x, false, nullptr, s);
   node_norm(Lk, s);
   gk_->scale_rows(dt_, ScaleRowsArgs{Lk.x.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0}, s);
 
-  // message[i] = sum over the edges into i of tp(x[sender], Y_e, edge_mlp(emb_e)).
-  size_at_least_one(Lk.W, E_ * Lk.numel);
-  Lk.edge_mlp.forward(*gk_, E, emb_.data(), Lk.W.data(), s);
+  // message[i] = sum over the edges into i of tp(x[sender], Y_e, edge_mlp(emb_e)); a batch
+  // writes its centres' rows.
   size_at_least_one(message_, L_ * Lk.dim_mid);
   message_.zero(s);
-  ConvBuffers c = conv_buffers(Lk);
-  c.out = message_.data();
-  Lk.conv->run(s, Pass::kForward, c);
+  for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
+    // One batch: the weights stay in the layer for its backward.
+    const T* w = batch_weights(Lk, bt, keep_weights_ ? Lk.W : wb_, s);
+    ConvBuffers c = conv_buffers(Lk, bt, w);
+    c.out = message_.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lk.dim_mid;
+    Lk.conv->run(s, Pass::kForward, c);
+  }
 
   // y = linear_2(message) + sc(h, a); h' = gate(y) (+ h); ghost rows of h' zero until exchanged.
   size_at_least_one(Lk.y, L_ * Lk.dim_y);
@@ -437,8 +508,7 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
 template <class T, class G>
 void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) {
   NqLayer<T>& Lk = layers_[k];
-  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_),
-                  E = static_cast<long long>(E_);
+  const long long N = static_cast<long long>(N_), L = static_cast<long long>(L_);
   // The first layer's input is the type embedding, a constant: no gradient to propagate.
   const bool need_grad_h = k > 0;
 
@@ -461,22 +531,14 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
       Lk.sc->backward(*gk_, L, gy_.data(), Lk.dim_y, gh_in_.data(), Lk.dim_in, d_species_, s);
   }
 
-  // The fused sender pass: dE/dx per sender, dE/dY and dE/dW per edge. Outputs that a pass
-  // may leave untouched (blocks no path reaches) are cleared first.
-  size_at_least_one(gsh_, E_ * nsh_);
-  gsh_.zero(s);
-  size_at_least_one(gw_, E_ * Lk.numel);
-  gw_.zero(s);
-  ConvBuffers c = conv_buffers(Lk);
-  c.grad_out = gm_.data();
-  c.grad_y = gsh_.data();
-  c.grad_w = gw_.data();
+  // The fused sender pass, batch by batch: dE/dx per sender (summed over the batches), dE/dY
+  // and dE/dW per edge of the batch. Outputs that a pass may leave untouched (blocks no path
+  // reaches) are cleared first.
+  const std::size_t batches = edges_.num_batches();
   if (need_grad_h) {
     size_at_least_one(gx_, N_ * Lk.dim_x);
     gx_.zero(s);
-    c.grad_x = gx_.data();
   }
-  Lk.conv->run(s, Pass::kBackward, c);
   const auto accumulate_g = [&](const T* x, G* y, long long rows, long long cols) {
     AxpbyArgs a{};
     a.x = x, a.y = y;
@@ -484,10 +546,29 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     a.alpha = 1.0, a.beta = 1.0;
     gk_->axpby(dt_, dg_, a, s);
   };
-  accumulate_g(gsh_.data(), grad_sh_.data(), E, nsh_);
-  size_at_least_one(gemb_, E_ * nb_);
-  Lk.edge_mlp.backward(*gk_, E, gw_.data(), gemb_.data(), s);
-  accumulate_g(gemb_.data(), grad_emb_.data(), E, nb_);
+  for (std::size_t bt = 0; bt < batches; ++bt) {
+    const std::size_t e0 = edges_.batch_edge[bt], r0 = edges_.batch_centre[bt];
+    const long long n = edges_.batch_edge[bt + 1] - static_cast<long long>(e0);
+    if (n == 0) continue;
+    // Several batches: the MLP forward again, which also restores its activations for the
+    // batch's rows.
+    const T* w = keep_weights_ ? Lk.W.data() : batch_weights(Lk, bt, wb_, s);
+    size_at_least_one(gsh_, n * nsh_);
+    gsh_.zero(s);
+    size_at_least_one(gw_, n * Lk.numel);
+    gw_.zero(s);
+    ConvBuffers c = conv_buffers(Lk, bt, w);
+    c.grad_out = gm_.data() + r0 * Lk.dim_mid;
+    c.grad_y = gsh_.data();
+    c.grad_w = gw_.data();
+    c.grad_x = need_grad_h ? gx_.data() : nullptr;
+    c.accumulate_grad_x = batches > 1;
+    Lk.conv->run(s, Pass::kBackward, c);
+    accumulate_g(gsh_.data(), grad_sh_.data() + e0 * nsh_, n, nsh_);
+    size_at_least_one(gemb_, n * nb_);
+    Lk.edge_mlp.backward(*gk_, n, gw_.data(), gemb_.data(), s);
+    accumulate_g(gemb_.data(), grad_emb_.data() + e0 * nb_, n, nb_);
+  }
 
   if (need_grad_h) {
     node_norm(Lk, s);

@@ -109,8 +109,8 @@ void PairClebsch::settings(int narg, char **arg)
       // the CUDA engine's convolution accumulates in fixed order (yes) or with atomics (no).
       deterministic_ = utils::logical(FLERR, value, false, lmp) != 0;
     } else if (key == "edge_batch") {
-      // The CUDA MACE engine's batch of neighbor pairs (its memory knob); the host engine has
-      // no per-pair weights to batch.
+      // The CUDA engines' batch of neighbor pairs (their memory knob); the host engine has no
+      // per-pair weights to batch.
       edge_batch_ = utils::bnumeric(FLERR, value, false, lmp);
       if (edge_batch_ < 0)
         error->all(FLERR, "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "

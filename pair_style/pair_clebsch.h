@@ -65,7 +65,7 @@ class PairClebsch : public Pair {
 
   std::string precision_name_;
   std::string device_name_;
-  long long edge_batch_ = 0;           // device gpu, MACE: neighbor pairs per batch (0: automatic)
+  long long edge_batch_ = 0;           // device gpu: neighbor pairs per batch (0: automatic)
   bool deterministic_ = false;         // device gpu: fixed-order accumulation (doc default no)
   std::unique_ptr<clebsch::Engine> engine_;
   std::vector<int> type_to_species_;   // [ntypes+1], -1 for unmapped

@@ -5,7 +5,9 @@
 // above the cap alone), and each batch's local receiver CSR and by-sender order describe exactly
 // its own edges, numbered from the batch's first. The device builder (edge_order_kernels.h, on
 // the emulated backend) gives the host's orderings array for array on centre-sorted graphs and
-// declines unsorted graphs and out-of-range indices.
+// declines unsorted graphs and out-of-range indices. The batch size rule both engines use
+// (edge_batch_budget.h): the option decides; else one batch while every layer's weights fit a
+// quarter of the memory, batches that fit an eighth beyond.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "device_backend.h"
+#include "edge_batch_budget.h"
 #include "edge_order_kernels.h"
 #include "edge_orderings.h"
 
@@ -123,6 +126,17 @@ struct DeviceGraph {
     species.upload(sp), center.upload(g.center), neighbor.upload(g.neighbor);
   }
 };
+
+TEST(EdgeBatchBudget, OneBatchWhileTheKeptWeightsFitAQuarterElseBatchesOfAnEighth) {
+  const EdgeBatchBudget b{100, 40};
+  // A quarter of the memory keeps 2000 edges' weights; an eighth holds batches of 2500 edges.
+  const std::size_t memory = 800000;
+  EXPECT_EQ(b.max_batch_edges(2000, 0, memory), 0u);
+  EXPECT_EQ(b.max_batch_edges(2001, 0, memory), 2500u);
+  EXPECT_EQ(b.max_batch_edges(2000, 7, memory), 7u);  // the option decides
+  EXPECT_EQ(b.max_batch_edges(0, 0, 0), 0u);          // no edges: one batch
+  EXPECT_EQ(b.max_batch_edges(10, 0, 100), 1u);       // never batches of 0 edges
+}
 
 TEST(EdgeOrderKernels, EqualTheHostOrderingsAndDeclineWhatTheyCannotOrder) {
   // Threads last to first: the atomic scatter then fills each segment backwards, and only the

@@ -10,7 +10,10 @@
 // and mixed stay within the float32 tolerances the host tests use (model-spec §5). Also: ghost
 // mode (periodic images as ghost nodes with a copying exchange) equals the ghost-free host
 // result, atomic and deterministic accumulation agree (deterministic bitwise run to run),
-// compute_device equals compute, and invalid graphs throw the host engine's messages.
+// compute_device equals compute, and invalid graphs throw the host engine's messages. Edge
+// batches (CudaEngineOptions::edge_batch, weights recomputed in the backward): the host result
+// in every precision, the one-batch result to 1e-12 in float64 (energies, per-atom energies,
+// dE/dvector, forces, virial), in ghost mode, from compute_device, and bitwise run to run.
 // The exported models' directory is $CLEBSCH_MODELS_DIR, else CLEBSCH_EXPORTED_MODELS_DIR (set
 // by CMake when the fixture exists); without either, those cases are skipped.
 #include <gtest/gtest.h>
@@ -29,6 +32,7 @@
 #include "cuda_driver.h"
 #include "cuda_engine.h"
 #include "device_array.h"
+#include "edge_orderings.h"
 #include "error.h"
 #include "model.h"
 #include "model_reader.h"
@@ -157,6 +161,31 @@ Graph with_image_ghosts(const Graph& g, std::vector<int>& owner) {
   return out;
 }
 
+/// The same edges with a local atom without edges put first (node 0), so that with small edge
+/// batches the first batch has a centre but no edge.
+Graph with_isolated_first_atom(const Graph& g) {
+  Graph out = g;
+  out.name = g.name + " + isolated atom";
+  ++out.num_local, ++out.num_nodes;
+  out.species.insert(out.species.begin(), g.species.front());
+  for (int& c : out.center) ++c;
+  for (int& j : out.neighbor) ++j;
+  return out;
+}
+
+/// That batches of at most @p cap edges cut @p g into several, and (@p oversized_centre) that
+/// one of them is a single centre with more edges than @p cap: what the edge-batch tests must
+/// exercise.
+void expect_batches(const Graph& g, std::size_t cap, bool oversized_centre) {
+  const EdgeOrderings o = order_edges_by_centre(g.num_local, g.num_nodes, g.center.size(),
+                                                g.center.data(), g.neighbor.data(), cap);
+  EXPECT_GT(o.num_batches(), 2u) << g.name << " cap " << cap;
+  bool oversized = false;
+  for (std::size_t b = 0; b < o.num_batches(); ++b)
+    oversized |= o.batch_edge[b + 1] - o.batch_edge[b] > static_cast<int>(cap);
+  EXPECT_EQ(oversized, oversized_centre) << g.name << " cap " << cap;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Comparison
 // ---------------------------------------------------------------------------------------------
@@ -200,6 +229,57 @@ void expect_close(const EngineResult& dev, const EngineResult& ref, Precision p,
   EXPECT_LE(dg, t.gradient * std::max(1.0, max_abs(ref.edge_gradient))) << what;
 }
 
+/// What a caller makes of dE/dvector on graph @p g (engine.h): F[centre] += g_e,
+/// F[neighbour] -= g_e, and the virial W_ab = -sum_e vector[e]_a g[e]_b.
+struct ForcesAndVirial {
+  Vec forces, virial;
+};
+ForcesAndVirial forces_and_virial(const Graph& g, const EngineResult& r) {
+  ForcesAndVirial out{Vec(3 * g.num_nodes, 0.0), Vec(9, 0.0)};
+  for (std::size_t e = 0; e < g.center.size(); ++e)
+    for (int a = 0; a < 3; ++a) {
+      out.forces[3 * g.center[e] + a] += r.edge_gradient[3 * e + a];
+      out.forces[3 * g.neighbor[e] + a] -= r.edge_gradient[3 * e + a];
+      for (int b = 0; b < 3; ++b)
+        out.virial[3 * a + b] -= g.vector[3 * e + a] * r.edge_gradient[3 * e + b];
+    }
+  return out;
+}
+
+/// expect_close, and the forces and virial on @p g (relative to max(1, |reference|)) within
+/// @p tolerance.
+void expect_close_with_forces(const EngineResult& dev, const EngineResult& ref, const Graph& g,
+                              Precision p, const std::string& what) {
+  expect_close(dev, ref, p, what);
+  const double t = tolerance_of(p).gradient;
+  const ForcesAndVirial d = forces_and_virial(g, dev), r = forces_and_virial(g, ref);
+  const double df = max_abs_diff(d.forces, r.forces), dw = max_abs_diff(d.virial, r.virial);
+  std::cout << "      forces max|dF| " << df << ", virial max|dW| " << dw << "\n";
+  EXPECT_LE(df, t * std::max(1.0, max_abs(r.forces))) << what;
+  EXPECT_LE(dw, t * std::max(1.0, max_abs(r.virial))) << what;
+}
+
+/// The float64 batched result against the one-batch device result: summation order only (the
+/// senders' dE/dx is summed batch after batch), 1e-12 relative.
+void expect_equal_to_rounding(const EngineResult& batched, const EngineResult& one,
+                              const Graph& g, const std::string& what) {
+  const auto rel = [](const Vec& a, const Vec& b) {
+    return max_abs_diff(a, b) / std::max(1e-300, max_abs(b));
+  };
+  const ForcesAndVirial d = forces_and_virial(g, batched), r = forces_and_virial(g, one);
+  const double de = std::abs(batched.energy - one.energy) / std::max(1.0, std::abs(one.energy));
+  const double dae = rel(batched.atom_energy, one.atom_energy);
+  const double dg = rel(batched.edge_gradient, one.edge_gradient);
+  const double df = rel(d.forces, r.forces), dw = rel(d.virial, r.virial);
+  std::cout << "      vs one batch (relative): E " << de << ", e_i " << dae << ", g " << dg
+            << ", F " << df << ", W " << dw << "\n";
+  EXPECT_LE(de, 1e-12) << what;
+  EXPECT_LE(dae, 1e-12) << what;
+  EXPECT_LE(dg, 1e-12) << what;
+  EXPECT_LE(df, 1e-12) << what;
+  EXPECT_LE(dw, 1e-12) << what;
+}
+
 EngineResult run(Engine& engine, const Graph& g, GhostExchange* exchange = nullptr) {
   EngineResult r;
   engine.compute(g.view(), r, exchange);
@@ -218,10 +298,11 @@ class NequipCuda : public ::testing::TestWithParam<std::string> {
                                         : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
   }
   std::unique_ptr<CudaEngine> engine(const model::Model& m, Precision p,
-                                     bool deterministic = false) {
+                                     bool deterministic = false, std::size_t edge_batch = 0) {
     CudaEngineOptions o;
     o.backend = backend_;
     o.deterministic = deterministic;
+    o.edge_batch = edge_batch;
     return make_cuda_engine(m, p, o);
   }
   std::shared_ptr<DeviceBackend> backend_;
@@ -308,6 +389,115 @@ TEST_P(NequipCuda, GhostModeEqualsTheGhostFreeHostResult) {
   }
 }
 
+// The weight stage in batches: caps of 1 edge (every centre a batch of its own, each with more
+// edges than the cap), a few edges, and a third of the edges; both accumulation modes; a first
+// batch with a centre but no edge. The host engine and the one-batch device result are the
+// references; the deterministic mode stays bitwise reproducible with batches.
+TEST_P(NequipCuda, EdgeBatchesMatchTheHostAndTheOneBatchResult) {
+  const model::Model m = read_model(bundled_path());
+  NequipEngine host(m, Precision::kFloat64);
+  const Graph cell = periodic_graph(host, 6);
+  for (const Graph& g : {cell, with_isolated_first_atom(cell)}) {
+    const EngineResult ref = run(host, g);
+    ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);  // a meaningful comparison
+    for (bool det : {true, false}) {
+      const EngineResult one = run(*engine(m, Precision::kFloat64, det), g);
+      for (std::size_t cap : {std::size_t(1), std::size_t(5), g.center.size() / 3}) {
+        const std::string what = g.name + (det ? " deterministic" : " atomic") + " cap " +
+                                 std::to_string(cap) + " of " + std::to_string(g.center.size());
+        SCOPED_TRACE(what);
+        expect_batches(g, cap, cap < 6);
+        auto dev = engine(m, Precision::kFloat64, det, cap);
+        const EngineResult r = run(*dev, g);
+        expect_close_with_forces(r, ref, g, Precision::kFloat64, what);
+        expect_equal_to_rounding(r, one, g, what);
+        if (!det) continue;
+        const EngineResult again = run(*dev, g);
+        EXPECT_EQ(again.energy, r.energy);
+        EXPECT_EQ(again.atom_energy, r.atom_energy);
+        EXPECT_EQ(again.edge_gradient, r.edge_gradient);
+      }
+    }
+  }
+}
+
+TEST_P(NequipCuda, EdgeBatchesInFloat32AndMixedMatchTheHostEngine) {
+  const model::Model m = read_model(bundled_path());
+  for (Precision p : {Precision::kMixed, Precision::kFloat32}) {
+    NequipEngine host(m, p);
+    const Graph g = periodic_graph(host, 6);
+    expect_close_with_forces(run(*engine(m, p, true, 2), g), run(host, g), g, p,
+                             "cuau-nequip/periodic cap 2");
+  }
+}
+
+// The exported models (ZBL, per-edge-type cutoffs, resnet, lmax 3) on nequip's edge lists, in
+// batches of a few edges.
+TEST_P(NequipCuda, ExportedModelsInEdgeBatchesMatchTheHostEngine) {
+  const std::vector<ExportedModel> models = exported_nequip_models();
+  if (models.empty()) GTEST_SKIP() << "no exported models (set CLEBSCH_MODELS_DIR)";
+  for (const ExportedModel& c : models) {
+    SCOPED_TRACE(c.name);
+    const model::Model m = read_model(c.model_path);
+    NequipEngine host(m, Precision::kFloat64);
+    auto one = engine(m, Precision::kFloat64, true);
+    auto dev = engine(m, Precision::kFloat64, true, 3);
+    for (const Graph& g : golden_graphs(c.golden_path)) {
+      const std::string what = c.name + "/" + g.name + " cap 3";
+      if (g.center.size() > 6) expect_batches(g, 3, true);
+      const EngineResult r = run(*dev, g);
+      expect_close_with_forces(r, run(host, g), g, Precision::kFloat64, what);
+      expect_equal_to_rounding(r, run(*one, g), g, what);
+    }
+  }
+}
+
+// One engine whose graphs alternate between one batch (weights kept) and several (weights
+// dropped and recomputed): the switch leaves nothing stale.
+TEST_P(NequipCuda, EdgeBatchesSwitchWithTheGraphSize) {
+  const model::Model m = read_model(bundled_path());
+  NequipEngine host(m, Precision::kFloat64);
+  const Graph small = periodic_graph(host, 2), large = periodic_graph(host, 6);
+  const std::size_t cap = small.center.size();
+  ASSERT_GT(large.center.size(), 2 * cap);
+  auto dev = engine(m, Precision::kFloat64, true, cap);
+  for (const Graph* g : {&small, &large, &small, &large})
+    expect_close_with_forces(run(*dev, *g), run(host, *g), *g, Precision::kFloat64,
+                             g->name + " " + std::to_string(g->num_local) + " atoms, cap " +
+                                 std::to_string(cap));
+}
+
+// Ghost rows of dE/dx summed over the batches before the reverse exchange.
+TEST_P(NequipCuda, GhostModeInEdgeBatchesEqualsTheGhostFreeHostResult) {
+  const model::Model m = read_model(bundled_path());
+  for (Precision p : {Precision::kFloat64, Precision::kMixed}) {
+    NequipEngine host(m, p);
+    const Graph g = periodic_graph(host, 4);
+    std::vector<int> owner;
+    const Graph gg = with_image_ghosts(g, owner);
+    ASSERT_GT(owner.size(), 0u);
+    expect_batches(gg, 3, true);
+    const EngineResult ref = run(host, g);
+    for (bool det : {true, false}) {
+      auto dev = engine(m, p, det, 3);
+      OwnerMapExchange exchange(g.num_local, owner);
+      const std::string what = std::string("cuau-nequip/periodic ghosts cap 3") +
+                               (det ? " deterministic" : " atomic");
+      const EngineResult r = run(*dev, gg, &exchange);
+      // Forces on the ghost-free graph: the ghosts' shares belong to their owners.
+      expect_close_with_forces(r, ref, g, p, what);
+      EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+      EXPECT_EQ(exchange.reverse_calls, dev->num_layers() - 1);
+      if (p == Precision::kFloat64 && det) {
+        OwnerMapExchange again_exchange(g.num_local, owner);
+        const EngineResult again = run(*dev, gg, &again_exchange);
+        EXPECT_EQ(again.edge_gradient, r.edge_gradient);
+        EXPECT_EQ(again.atom_energy, r.atom_energy);
+      }
+    }
+  }
+}
+
 // Under MPI every rank takes part in each exchange, also one without atoms or edges.
 TEST_P(NequipCuda, RankWithoutAtomsStillTakesPartInExchanges) {
   const model::Model m = read_model(bundled_path());
@@ -334,26 +524,31 @@ TEST_P(NequipCuda, DeterministicModeIsReproducibleAndMatches) {
   EXPECT_EQ(a.edge_gradient, b.edge_gradient);
 }
 
+// Also in edge batches, where the device orderings' batches are the host's.
 TEST_P(NequipCuda, ComputeDeviceEqualsCompute) {
   const model::Model m = read_model(bundled_path());
-  auto dev = engine(m, Precision::kFloat64, true);
-  const Graph g = periodic_graph(*dev, 4);
-  const EngineResult ref = run(*dev, g);
-  DeviceBackend& b = dev->backend();
-  DeviceArray<int> species(b), center(b), neighbor(b);
-  DeviceArray<double> vector(b), energy(b, 1), atom_energy(b, g.num_local),
-      gradient(b, g.vector.size());
-  species.upload(g.species);
-  center.upload(g.center);
-  neighbor.upload(g.neighbor);
-  vector.upload(g.vector);
-  DeviceAtomGraph dg{g.num_local, g.num_nodes, g.center.size(), species.data(), center.data(),
-                     neighbor.data(), vector.data()};
-  dev->compute_device(dg, {energy.data(), atom_energy.data(), gradient.data()}, nullptr, nullptr);
-  b.synchronize(nullptr);
-  EXPECT_EQ(atom_energy.download(), ref.atom_energy);
-  EXPECT_EQ(gradient.download(), ref.edge_gradient);
-  EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
+  for (std::size_t cap : {std::size_t(0), std::size_t(4)}) {
+    SCOPED_TRACE("cap " + std::to_string(cap));
+    auto dev = engine(m, Precision::kFloat64, true, cap);
+    const Graph g = periodic_graph(*dev, 4);
+    if (cap > 0) expect_batches(g, cap, true);
+    const EngineResult ref = run(*dev, g);
+    DeviceBackend& b = dev->backend();
+    DeviceArray<int> species(b), center(b), neighbor(b);
+    DeviceArray<double> vector(b), energy(b, 1), atom_energy(b, g.num_local),
+        gradient(b, g.vector.size());
+    species.upload(g.species);
+    center.upload(g.center);
+    neighbor.upload(g.neighbor);
+    vector.upload(g.vector);
+    DeviceAtomGraph dg{g.num_local, g.num_nodes, g.center.size(), species.data(), center.data(),
+                       neighbor.data(), vector.data()};
+    dev->compute_device(dg, {energy.data(), atom_energy.data(), gradient.data()}, nullptr, nullptr);
+    b.synchronize(nullptr);
+    EXPECT_EQ(atom_energy.download(), ref.atom_energy);
+    EXPECT_EQ(gradient.download(), ref.edge_gradient);
+    EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
+  }
 }
 
 // Device graphs: indices and geometry are checked on the device, the messages worded on the host
