@@ -54,6 +54,7 @@ struct Options {
   bool coverage = false;  ///< --precompile: also the coverage shapes of the tests
   bool ptxas_log = false; ///< --precompile: print ptxas's per-kernel resource lines
   bool cached_only = false;  ///< skip configurations whose module is not in the kernel cache
+  bool group_times = false;  ///< also time each group kernel alone (json "group_times")
   /// Tuning knobs (--prefetch-registers, --loop-cg-above, --budget32, --budget64).
   ScheduleOptions schedule;
   std::string variant = "default";  ///< label of the tuning variant in the output
@@ -111,6 +112,8 @@ Options parse(int argc, char** argv) {
       o.coverage = true;
     } else if (a == "--ptxas-log") {
       o.ptxas_log = true;
+    } else if (a == "--group-times") {
+      o.group_times = true;
     } else if (a == "--cached-only") {
       o.cached_only = true;
     } else if (a == "--variant") {
@@ -142,6 +145,8 @@ Options parse(int argc, char** argv) {
       o.schedule.matrix_prefetch_registers = std::stoi(value());
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
+    } else if (a == "--sender-streams") {
+      o.schedule.sender_streams = std::stoi(value());
     } else if (a == "--mma") {
       o.schedule.mma_float64 = std::stoi(value());
     } else if (a == "--threads") {
@@ -150,10 +155,11 @@ Options parse(int argc, char** argv) {
       throw Error("unknown option " + a +
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
-                  "FILE --cached-only --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
+                  "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
-                  "--budget32 N --budget64 N --streams N --matrix-prefetch-registers N "
+                  "--budget32 N --budget64 N --streams N --sender-streams N "
+                  "--matrix-prefetch-registers N "
                   "--mma 0|1|2 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
@@ -358,6 +364,47 @@ double rel_error(const std::vector<double>& a, const std::vector<double>& b, boo
   return err / std::max(scale, 1e-300);
 }
 
+// Each group kernel of the passes of o.ops timed alone on one stream (median of o.reps), with
+// its shape, registers and local memory (spills): where a pass's time goes, free of the overlap
+// of the receiver streams.
+json group_times(const Options& o, const TpLauncher& L, const ConvBuffers& b) {
+  std::vector<Pass> passes;
+  for (const std::string& op : o.ops) {
+    if (op == "fwd" || op == "fb") passes.push_back(Pass::kForward);
+    if (op == "fb") passes.push_back(Pass::kBackward);
+    if (op == "db") passes.insert(passes.end(), {Pass::kDoubleForward, Pass::kDoubleBackward});
+  }
+  std::sort(passes.begin(), passes.end());
+  passes.erase(std::unique(passes.begin(), passes.end()), passes.end());
+  const TpProblem& p = L.problem();
+  json out;
+  for (Pass pass : passes) {
+    json rows = json::array();
+    const PassSchedule& ps = L.schedule().pass(pass);
+    for (std::size_t g = 0; g < ps.groups.size(); ++g) {
+      const Group& G = ps.groups[g];
+      const TpPath& path = p.paths()[std::size_t(G.paths.at(0))];
+      const CUfunction f = L.kernels(pass)[g];
+      int regs = 0, local = 0;
+      CLEBSCH_CU_CHECK(FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+      CLEBSCH_CU_CHECK(FuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f));
+      const Timing t = time_op(o, [&] { L.run_group(nullptr, pass, b, int(g)); });
+      rows.push_back({{"group", g},
+                      {"l", {p.in1()[std::size_t(path.in1)].l, p.in2()[std::size_t(path.in2)].l,
+                             p.out()[std::size_t(path.out)].l}},
+                      {"paths", G.paths.size()},
+                      {"lane_channels", G.lane_channels},
+                      {"mma", G.mma},
+                      {"live_values", G.live_values},
+                      {"registers", regs},
+                      {"local_bytes", local},
+                      {"median_ms", t.median}});
+    }
+    out[to_string(pass)] = rows;
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // One configuration.
 
@@ -436,7 +483,9 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   r["schedule_options"] = {{"prefetch_registers", o.schedule.prefetch_registers},
                            {"budget_float32", o.schedule.budget_float32},
                            {"budget_float64", o.schedule.budget_float64},
-                           {"mma_float64", o.schedule.mma_float64}};
+                           {"mma_float64", o.schedule.mma_float64},
+                           {"receiver_streams", o.schedule.receiver_streams},
+                           {"sender_streams", o.schedule.sender_streams}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {
     int n = 0;
@@ -576,6 +625,7 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   }
   CLEBSCH_CU_CHECK(CtxSynchronize());
   r["times"] = times;
+  if (o.group_times) r["group_times"] = group_times(o, L, b);
   const std::size_t free_after = free_memory();
   r["extra_device_bytes"] = double(free_before) - double(free_after);
   r["status_after_timing"] = L.take_status(nullptr);

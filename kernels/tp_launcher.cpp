@@ -86,6 +86,15 @@ TpLauncher::TpLauncher(const TpProblem& problem, const Schedule& schedule,
       joins_.push_back(ev);
     }
   }
+  for (int p = 0; p < kNumPasses; ++p) {
+    const PassSchedule& ps = schedule_.passes[std::size_t(p)];
+    overlaps_[p] = group_overlap(ps, ps.launch.streams);
+    for (char signals : overlaps_[p].signals) {
+      CUevent ev = nullptr;
+      if (signals) CLEBSCH_CU_CHECK(EventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+      group_events_[p].push_back(ev);
+    }
+  }
 }
 
 TpLauncher TpLauncher::create(const TensorProduct& tp, DType dtype, Accumulation accumulation,
@@ -107,6 +116,9 @@ TpLauncher::~TpLauncher() {
   if (status_) driver().MemFree(status_);
   for (CUevent ev : joins_) driver().EventDestroy(ev);
   if (fork_) driver().EventDestroy(fork_);
+  for (const std::vector<CUevent>& events : group_events_)
+    for (CUevent ev : events)
+      if (ev) driver().EventDestroy(ev);
   for (CUstream st : side_streams_) driver().StreamDestroy(st);
 }
 
@@ -119,7 +131,12 @@ TpLauncher::TpLauncher(TpLauncher&& o) noexcept
       side_streams_(std::move(o.side_streams_)),
       fork_(o.fork_),
       joins_(std::move(o.joins_)) {
-  for (int p = 0; p < kNumPasses; ++p) functions_[p] = std::move(o.functions_[p]);
+  for (int p = 0; p < kNumPasses; ++p) {
+    functions_[p] = std::move(o.functions_[p]);
+    overlaps_[p] = std::move(o.overlaps_[p]);
+    group_events_[p] = std::move(o.group_events_[p]);
+    o.group_events_[p].clear();
+  }
   o.status_ = 0;
   o.fork_ = nullptr;
   o.side_streams_.clear();
@@ -158,6 +175,41 @@ std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers
       return fail("deterministic mode needs sender_ptr (CSR by sender)");
   }
   return {};
+}
+
+GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
+  const std::size_t n = ps.groups.size();
+  streams = std::max(1, streams);
+  GroupOverlap o;
+  o.stream.resize(n);
+  o.waits.resize(n);
+  o.signals.assign(n, 0);
+  // The last group so far that wrote each in1 (grad_x) and in2 (grad_Y) block of a sender pass.
+  std::vector<int> last_x, last_y;
+  for (std::size_t g = 0; g < n; ++g) {
+    const Group& group = ps.groups[g];
+    const int s = int(g % std::size_t(streams));
+    o.stream[g] = s;
+    if (is_receiver_pass(ps.pass)) continue;
+    // The latest conflicting group on each other stream (earlier ones there precede it).
+    std::vector<int> latest(std::size_t(streams), -1);
+    auto after = [&](std::vector<int>& last, int block) {
+      if (std::size_t(block) >= last.size()) last.resize(std::size_t(block) + 1, -1);
+      const int before = last[std::size_t(block)];
+      if (before >= 0 && o.stream[std::size_t(before)] != s)
+        latest[std::size_t(o.stream[std::size_t(before)])] =
+            std::max(latest[std::size_t(o.stream[std::size_t(before)])], before);
+      last[std::size_t(block)] = int(g);
+    };
+    for (int a : group.in1_blocks) after(last_x, a);
+    for (int b : group.in2_blocks) after(last_y, b);
+    for (int before : latest)
+      if (before >= 0) {
+        o.waits[g].push_back(before);
+        o.signals[std::size_t(before)] = 1;
+      }
+  }
+  return o;
 }
 
 LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass pass,
@@ -238,8 +290,12 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
   const std::vector<CUfunction>& kernels = functions_[static_cast<int>(pass)];
   const PassSchedule& ps = schedule_.pass(pass);
   void* params[] = {&plan.args};
-  const int streams =
-      std::min({plan.num_launches, ps.launch.streams, int(side_streams_.size()) + 1});
+  const GroupOverlap& overlap = overlaps_[static_cast<int>(pass)];
+  const std::vector<CUevent>& events = group_events_[static_cast<int>(pass)];
+  // Launches with no work (plan.num_launches == 0) use no stream.
+  const int streams = plan.num_launches > 0
+                          ? std::min(ps.launch.streams, int(side_streams_.size()) + 1)
+                          : 1;
   if (streams > 1) {
     // Fork: the side streams start after everything queued on the caller's stream (the clears).
     CLEBSCH_CU_CHECK(EventRecord(fork_, stream));
@@ -247,14 +303,35 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
       CLEBSCH_CU_CHECK(StreamWaitEvent(side_streams_[i], fork_, 0));
   }
   for (int g = 0; g < plan.num_launches; ++g) {
-    const CUstream st = g % streams == 0 ? stream : side_streams_[g % streams - 1];
+    const int si = streams > 1 ? overlap.stream[std::size_t(g)] : 0;
+    const CUstream st = si == 0 ? stream : side_streams_[std::size_t(si - 1)];
+    if (streams > 1)
+      for (int before : overlap.waits[std::size_t(g)])
+        CLEBSCH_CU_CHECK(StreamWaitEvent(st, events[std::size_t(before)], 0));
     CLEBSCH_CU_CHECK(LaunchKernel(kernels[g], plan.grid_x, plan.grid_y(ps, g), 1, plan.threads,
                                   1, 1, plan.shared_bytes, st, params, nullptr));
+    if (streams > 1 && overlap.signals[std::size_t(g)])
+      CLEBSCH_CU_CHECK(EventRecord(events[std::size_t(g)], st));
   }
   for (int i = 0; i + 1 < streams; ++i) {
     CLEBSCH_CU_CHECK(EventRecord(joins_[i], side_streams_[i]));
     CLEBSCH_CU_CHECK(StreamWaitEvent(stream, joins_[i], 0));
   }
+}
+
+void TpLauncher::run_group(CUstream stream, Pass pass, const ConvBuffers& b, int group) const {
+  const std::string reason = check_buffers(problem_, pass, b);
+  if (!reason.empty()) throw CapacityError(reason);
+  const LaunchPlan plan =
+      plan_launch(problem_, schedule_, pass, b, reinterpret_cast<unsigned int*>(status_));
+  if (group < 0 || group >= plan.num_launches)
+    throw CapacityError("group " + std::to_string(group) + " of " + to_string(pass) +
+                        " does not exist (" + std::to_string(plan.num_launches) + " groups)");
+  ConvArgs args = plan.args;
+  void* params[] = {&args};
+  CLEBSCH_CU_CHECK(LaunchKernel(functions_[static_cast<int>(pass)][std::size_t(group)],
+                                plan.grid_x, plan.grid_y(schedule_.pass(pass), group), 1,
+                                plan.threads, 1, 1, plan.shared_bytes, stream, params, nullptr));
 }
 
 void TpLauncher::run_double_backward(CUstream stream, const ConvBuffers& b) const {

@@ -105,6 +105,21 @@ struct LaunchPlan {
   }
 };
 
+/// How the group kernels of a pass overlap on @p streams streams: group g runs on stream[g] (0:
+/// the caller's stream, i > 0: the launcher's side stream i - 1) once the groups in waits[g],
+/// each on another stream, have finished; signals[g]: a later group waits for g. Receiver-pass
+/// groups write disjoint output blocks and go round-robin with no waits. A sender-pass group
+/// adds into grad_x of its in1 blocks and grad_Y of its in2 blocks, so every two groups that
+/// share such a block keep their order in the pass (the later one waits for the earlier, or
+/// follows it on the same stream): each block is summed in the order of one stream, and the
+/// result, bits included in deterministic mode, is that of one group after the other.
+struct GroupOverlap {
+  std::vector<int> stream;
+  std::vector<std::vector<int>> waits;
+  std::vector<char> signals;
+};
+GroupOverlap group_overlap(const PassSchedule& ps, int streams);
+
 /// The plan of run(@p pass, @p b) with status word @p status. Assumes check_buffers() passed.
 LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass pass,
                        const ConvBuffers& b, unsigned int* status);
@@ -131,14 +146,18 @@ class TpLauncher {
   /// Whether run(pass, b) is valid: counts in range, the pointers the pass reads non-null, at
   /// least one output, and the CSR arrays in deterministic mode. @param why receives the reason.
   bool can_run(Pass pass, const ConvBuffers& b, std::string* why = nullptr) const;
-  /// Launches @p pass on @p stream (asynchronous). A receiver pass's group kernels may run on
-  /// the launcher's side streams, forked from and joined back to @p stream (stream capture
-  /// included): work queued on @p stream after run() sees all of them.
+  /// Launches @p pass on @p stream (asynchronous). A pass's group kernels may run on the
+  /// launcher's side streams (group_overlap()), forked from and joined back to @p stream
+  /// (stream capture included): work queued on @p stream after run() sees all of them.
   /// @throws CapacityError if !can_run (the reason in the message); CudaError from the driver.
   void run(CUstream stream, Pass pass, const ConvBuffers& b) const;
   /// The double backward: kDoubleForward when b.grad_grad_out is set, then kDoubleBackward when
   /// any of grad_x, grad_y, grad_w is set.
   void run_double_backward(CUstream stream, const ConvBuffers& b) const;
+  /// Launches only group @p group of @p pass on @p stream, with no clears: to time the groups
+  /// one at a time (bench_conv --group-times). Outputs are valid only once every group ran.
+  /// @throws CapacityError if !can_run or the group does not exist; CudaError.
+  void run_group(CUstream stream, Pass pass, const ConvBuffers& b, int group) const;
   /// Synchronises @p stream, returns the status word (bit 0: an edge index out of range,
   /// bit 1: an edge outside its CSR row) and clears it.
   std::uint32_t take_status(CUstream stream) const;
@@ -159,12 +178,16 @@ class TpLauncher {
   NvrtcModule module_;
   std::vector<CUfunction> functions_[kNumPasses];  ///< per pass, one per group
   CUdeviceptr status_ = 0;
-  /// The receiver passes' extra streams (LaunchConfig::streams - 1 of the widest) and the
-  /// events that fork them from and join them to the caller's stream. One run() at a time per
+  /// The passes' extra streams (LaunchConfig::streams - 1 of the widest) and the events that
+  /// fork them from and join them to the caller's stream. One run() at a time per
   /// launcher: the events are reused from call to call.
   std::vector<CUstream> side_streams_;
   CUevent fork_ = nullptr;
   std::vector<CUevent> joins_;
+  /// Per pass: its groups' streams and waits (group_overlap()), and an event per group that a
+  /// later group waits for (null otherwise).
+  GroupOverlap overlaps_[kNumPasses];
+  std::vector<CUevent> group_events_[kNumPasses];
 };
 
 }  // namespace clebsch::cuda

@@ -356,9 +356,9 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     lc.warps_per_block = options.warps_per_block;
     lc.threads_per_block = options.warps_per_block * kWarpSize;
     lc.shared_bytes = sm.bytes_per_warp * options.warps_per_block;
-    lc.streams = is_receiver_pass(pass)
-                     ? std::clamp(int(ps.groups.size()), 1, std::max(1, options.receiver_streams))
-                     : 1;
+    lc.streams = std::clamp(
+        int(ps.groups.size()), 1,
+        std::max(1, is_receiver_pass(pass) ? options.receiver_streams : options.sender_streams));
     if (lc.shared_bytes > limits.max_shared_per_block)
       throw CapacityError(to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
                           " bytes of shared memory per block (" +
@@ -386,7 +386,10 @@ std::string Schedule::str() const {
     os << "; " << to_string(p.pass) << ": " << p.groups.size() << " groups, " << p.units()
        << " units, tile " << p.smem.tile << ", " << p.launch.warps_per_block << " warps, "
        << p.launch.shared_bytes << " B shared";
-    if (p.launch.streams > 1) os << ", " << p.launch.streams << " streams";
+    // Sender streams are launch-only and not printed (LaunchConfig::streams); the receiver
+    // streams were printed before that rule and stay, so that cached modules keep their keys.
+    if (p.launch.streams > 1 && is_receiver_pass(p.pass))
+      os << ", " << p.launch.streams << " streams";
     int mma = 0;
     for (const Group& g : p.groups) mma += g.mma;
     if (mma > 0) os << ", " << mma << " mma groups";

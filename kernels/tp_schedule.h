@@ -122,8 +122,12 @@ struct LaunchConfig {
   int threads_per_block;
   int shared_bytes;  ///< dynamic shared memory per block
   /// Streams the group kernels of the pass are spread over (1: one after the other on the
-  /// caller's stream). Receiver-pass groups write disjoint output blocks, so they may overlap;
-  /// sender passes accumulate into shared gradients group after group and keep 1.
+  /// caller's stream). Receiver-pass groups write disjoint output blocks, so they overlap
+  /// freely; sender-pass groups accumulate into shared gradients (grad_x of their in1 blocks,
+  /// grad_Y of their in2 blocks), so the launcher keeps the order of every two groups that
+  /// write a block (group_overlap() in tp_launcher.h) and overlaps the rest. Launch-only: the
+  /// sender passes' streams are left out of Schedule::str(), which heads the module source,
+  /// so that they do not change the kernel cache key.
   int streams = 1;
 };
 
@@ -204,6 +208,12 @@ struct ScheduleOptions {
   /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails
   /// (H200, high-l-5 deterministic forward: float32 2.44 -> 1.24 ms, float64 3.49 -> 2.39).
   int receiver_streams = 8;
+  /// Most streams a sender pass's group kernels run on at once (LaunchConfig::streams): a
+  /// sender group kernel holds one grid row of warps per sender, and the longest row sets its
+  /// time, as in the receiver passes; 1: one group after the other. H200, deterministic,
+  /// 1 -> 8 (bench/NOTES.md, run 13): high-l-8 f+b float32 49.8 -> 38.9 ms, float64 112.3 ->
+  /// 92.1; double backward 91.9 -> 78.1, 212.1 -> 177.6; high-l-6 f+b 14.8 -> 10.9, 27.7 -> 22.0.
+  int sender_streams = 8;
   /// Matrix form, float64 forward (sm_80 and later): the contraction out[c][k] += (w x)[c][i]
   /// M[i][k] on the tensor cores, m8n8k4 DMMAs with the channels as rows, x (times W) as A and
   /// M(Y) as B: each lane builds its own B entries in registers, so there is no shared-memory

@@ -82,9 +82,34 @@ class EmulatedModule {
     for (int c = 0; c < plan.num_clears; ++c)
       std::memset(plan.clears[c].ptr, 0, plan.clears[c].bytes);
     const PassSchedule& ps = schedule_.pass(pass);
-    for (int g = 0; g < plan.num_launches; ++g)
+    for (int g : launch_order(ps, plan.num_launches))
       launch_(kernels_[int(pass)][g], plan.grid_x, plan.grid_y(ps, g), plan.threads,
               plan.shared_bytes, &plan.args);
+  }
+  // The groups one after the other in an order the GPU may run them in when they overlap
+  // (group_overlap()): the streams drained last to first, each as far as its waits allow. A
+  // missing wait lets a later group store over (or add before) an earlier one, which the
+  // comparisons with the host reference see.
+  static std::vector<int> launch_order(const PassSchedule& ps, int launches) {
+    const GroupOverlap o = group_overlap(ps, ps.launch.streams);
+    std::vector<std::vector<int>> queue(std::size_t(ps.launch.streams));
+    for (int g = 0; g < launches; ++g) queue[std::size_t(o.stream[std::size_t(g)])].push_back(g);
+    std::vector<char> done(std::size_t(launches), 0);
+    std::vector<std::size_t> head(queue.size(), 0);
+    std::vector<int> order;
+    while (int(order.size()) < launches) {
+      const std::size_t before = order.size();
+      for (std::size_t s = queue.size(); s-- > 0;)
+        while (head[s] < queue[s].size()) {
+          const int g = queue[s][head[s]];
+          bool ready = true;
+          for (int w : o.waits[std::size_t(g)]) ready = ready && done[std::size_t(w)];
+          if (!ready) break;
+          done[std::size_t(g)] = 1, order.push_back(g), ++head[s];
+        }
+      if (order.size() == before) throw Error("group_overlap: the waits form a cycle");
+    }
+    return order;
   }
   unsigned take_status() { return std::exchange(status_, 0u); }
 

@@ -199,35 +199,130 @@ INSTANTIATE_TEST_SUITE_P(Coverage, KernelVsHost, ::testing::ValuesIn(gpu_cases()
                                   (c.mma ? "_mma" : "");
                          });
 
-// The receiver passes' group kernels overlap on side streams: the result must not depend on it
-// (deterministic mode: the same bits as one kernel after the other), and work queued on the
-// caller's stream after run() must see every group's output (the join).
+// Every pass's group kernels overlap on side streams (the sender passes' in the order
+// group_overlap() keeps): the result must not depend on it (deterministic mode: the same bits as
+// one kernel after the other), and work queued on the caller's stream after run() must see
+// every group's output (the join).
 TEST(LauncherStreams, OverlappedGroupsGiveTheBitsOfSerialGroups) {
   CLEBSCH_REQUIRE_GPU();
   const TensorProduct tp = shape_tp("MaceLike");
   ScheduleOptions overlapped, serial;
   overlapped.loop_cg_above = serial.loop_cg_above = 0;  // one kernel per output block
-  serial.receiver_streams = 1;
+  serial.receiver_streams = serial.sender_streams = 1;
   const TpLauncher a =
       TpLauncher::create(tp, DType::kFloat64, Accumulation::kDeterministic, {}, overlapped);
   const TpLauncher b =
       TpLauncher::create(tp, DType::kFloat64, Accumulation::kDeterministic, {}, serial);
-  ASSERT_GT(a.schedule().pass(Pass::kForward).launch.streams, 1);
-  ASSERT_EQ(b.schedule().pass(Pass::kForward).launch.streams, 1);
+  for (Pass pass : {Pass::kForward, Pass::kBackward, Pass::kDoubleBackward}) {
+    ASSERT_GT(a.schedule().pass(pass).launch.streams, 1) << to_string(pass);
+    ASSERT_EQ(b.schedule().pass(pass).launch.streams, 1) << to_string(pass);
+  }
   const test::Graph graph = test::random_graph(37, 600, true, 23);
   Problem<double> p(tp, graph, 23);
-  p.poison();
-  b.run(nullptr, Pass::kForward, p.b);
-  b.run(nullptr, Pass::kDoubleForward, p.b);
-  EXPECT_EQ(b.take_status(nullptr), 0u);
-  const auto out_bits = p.out.bytes_copy(), ggo_bits = p.ggo.bytes_copy();
-  for (int rep = 0; rep < 3; ++rep) {
+  auto run = [&](const TpLauncher& l) {
     p.poison();
-    a.run(nullptr, Pass::kForward, p.b);
-    a.run(nullptr, Pass::kDoubleForward, p.b);
-    EXPECT_EQ(a.take_status(nullptr), 0u);
-    EXPECT_TRUE(p.out.bytes_copy() == out_bits) << "forward, repetition " << rep;
-    EXPECT_TRUE(p.ggo.bytes_copy() == ggo_bits) << "double forward, repetition " << rep;
+    l.run(nullptr, Pass::kForward, p.b);
+    l.run(nullptr, Pass::kDoubleForward, p.b);
+    EXPECT_EQ(l.take_status(nullptr), 0u);
+    std::vector<std::vector<unsigned char>> bits = {p.out.bytes_copy(), p.ggo.bytes_copy()};
+    p.poison();
+    l.run(nullptr, Pass::kBackward, p.b);
+    for (const DeviceBuffer* d : {&p.gx, &p.gy, &p.gw}) bits.push_back(d->bytes_copy());
+    p.poison();
+    l.run(nullptr, Pass::kDoubleBackward, p.b);
+    EXPECT_EQ(l.take_status(nullptr), 0u);
+    for (const DeviceBuffer* d : {&p.gx, &p.gy, &p.gw}) bits.push_back(d->bytes_copy());
+    return bits;
+  };
+  const auto serial_bits = run(b);
+  const char* names[] = {"forward",           "double forward",          "backward grad_x",
+                         "backward grad_Y",   "backward grad_W",         "double backward grad_x",
+                         "double backward grad_Y", "double backward grad_W"};
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto bits = run(a);
+    for (std::size_t k = 0; k < bits.size(); ++k)
+      EXPECT_TRUE(bits[k] == serial_bits[k]) << names[k] << ", repetition " << rep;
+  }
+}
+
+// Vector clocks of an overlap: clock[g][s] is the last group of stream s that has finished
+// before group g starts (-1: none).
+std::vector<std::vector<int>> happens_before(const GroupOverlap& o, int streams) {
+  std::vector<std::vector<int>> clock(o.stream.size(), std::vector<int>(std::size_t(streams), -1));
+  std::vector<int> last_on(std::size_t(streams), -1);
+  for (std::size_t g = 0; g < o.stream.size(); ++g) {
+    auto merge = [&](int before) {
+      for (int s = 0; s < streams; ++s)
+        clock[g][std::size_t(s)] =
+            std::max(clock[g][std::size_t(s)], clock[std::size_t(before)][std::size_t(s)]);
+      const auto s = std::size_t(o.stream[std::size_t(before)]);
+      clock[g][s] = std::max(clock[g][s], before);
+    };
+    const auto s = std::size_t(o.stream[g]);
+    if (last_on[s] >= 0) merge(last_on[s]);
+    for (int before : o.waits[g]) {
+      EXPECT_LT(before, int(g));
+      EXPECT_NE(o.stream[std::size_t(before)], o.stream[g]) << "a wait on the group's own stream";
+      EXPECT_TRUE(o.signals[std::size_t(before)]) << "a wait for a group that records no event";
+      merge(before);
+    }
+    last_on[s] = int(g);
+  }
+  return clock;
+}
+
+// A sender-pass group adds into grad_x of its in1 blocks and grad_Y of its in2 blocks: every
+// two groups that share one keep their order (the sums, and the bits, of one stream), while
+// groups that share none overlap. Receiver-pass groups go round-robin with no waits.
+TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
+  for (const char* name : {"high-l-5", "mace-large", "nequip-benzene"}) {
+    const ConvShape shape = benchmark_shape(name);
+    const TpProblem problem = TpProblem::from_tensor_product(
+        conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target),
+        DType::kFloat64, Accumulation::kDeterministic);
+    const Schedule s = schedule(problem, DeviceLimits::h200());
+    for (const PassSchedule& ps : s.passes) {
+      const int streams = ps.launch.streams;
+      const GroupOverlap o = group_overlap(ps, streams);
+      ASSERT_EQ(o.stream.size(), ps.groups.size());
+      if (is_receiver_pass(ps.pass)) {
+        for (std::size_t g = 0; g < o.stream.size(); ++g) {
+          EXPECT_EQ(o.stream[g], int(g % std::size_t(streams)));
+          EXPECT_TRUE(o.waits[g].empty());
+        }
+        continue;
+      }
+      const auto clock = happens_before(o, streams);
+      int ordered = 0, concurrent = 0;
+      for (std::size_t j = 0; j < ps.groups.size(); ++j)
+        for (std::size_t i = 0; i < j; ++i) {
+          auto shares = [](const std::vector<int>& a, const std::vector<int>& b) {
+            for (int v : a)
+              if (std::find(b.begin(), b.end(), v) != b.end()) return true;
+            return false;
+          };
+          const bool conflict = shares(ps.groups[i].in1_blocks, ps.groups[j].in1_blocks) ||
+                                shares(ps.groups[i].in2_blocks, ps.groups[j].in2_blocks);
+          const bool before = clock[j][std::size_t(o.stream[i])] >= int(i);
+          if (conflict) {
+            EXPECT_TRUE(before) << name << " " << to_string(ps.pass) << ": group " << j
+                                << " may overtake group " << i;
+            ++ordered;
+          } else if (!before) {
+            ++concurrent;
+          }
+        }
+      if (ps.groups.size() > 2) {
+        EXPECT_GT(streams, 1) << name << " " << to_string(ps.pass);
+        EXPECT_GT(concurrent, 0) << name << " " << to_string(ps.pass);
+      }
+      // One stream: everything in group order, nothing to wait for.
+      const GroupOverlap one = group_overlap(ps, 1);
+      for (std::size_t g = 0; g < ps.groups.size(); ++g) {
+        EXPECT_EQ(one.stream[g], 0);
+        EXPECT_TRUE(one.waits[g].empty());
+      }
+    }
   }
 }
 

@@ -162,22 +162,31 @@ TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
   }
 }
 
-// Receiver passes write disjoint output blocks per group, so their kernels may overlap on up to
-// receiver_streams streams; sender passes accumulate into shared gradients and stay on one.
-TEST(Schedule, OnlyReceiverPassesSpreadTheirGroupsOverStreams) {
+// Every pass spreads its groups over streams: receiver_streams for the receiver passes (their
+// groups write disjoint output blocks), sender_streams for the sender passes (whose order the
+// launcher keeps where two groups share a gradient block, group_overlap()). The sender streams
+// are launch-only: they are not in the summary that heads the module source, so that changing
+// them reuses the cached module.
+TEST(Schedule, PassesSpreadTheirGroupsOverStreams) {
   const ConvShape shape = benchmark_shape("high-l-5");
   const TpProblem p = TpProblem::from_tensor_product(
       conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), DType::kFloat32,
       Accumulation::kDeterministic);
   const Schedule s = schedule(p, DeviceLimits::h200());
   ASSERT_GT(s.pass(Pass::kForward).groups.size(), 8u);
-  EXPECT_EQ(s.pass(Pass::kForward).launch.streams, 8);
-  EXPECT_EQ(s.pass(Pass::kDoubleForward).launch.streams, 8);
-  EXPECT_EQ(s.pass(Pass::kBackward).launch.streams, 1);
-  EXPECT_EQ(s.pass(Pass::kDoubleBackward).launch.streams, 1);
+  for (Pass pass : {Pass::kForward, Pass::kDoubleForward, Pass::kBackward, Pass::kDoubleBackward})
+    EXPECT_EQ(s.pass(pass).launch.streams, 8) << to_string(pass);
   ScheduleOptions three;
   three.receiver_streams = 3;
-  EXPECT_EQ(schedule(p, DeviceLimits::h200(), three).pass(Pass::kForward).launch.streams, 3);
+  three.sender_streams = 1;
+  const Schedule t = schedule(p, DeviceLimits::h200(), three);
+  EXPECT_EQ(t.pass(Pass::kForward).launch.streams, 3);
+  EXPECT_EQ(t.pass(Pass::kBackward).launch.streams, 1);
+  EXPECT_EQ(t.pass(Pass::kDoubleBackward).launch.streams, 1);
+  ScheduleOptions serial_senders;
+  serial_senders.sender_streams = 1;
+  EXPECT_EQ(schedule(p, DeviceLimits::h200(), serial_senders).str(), s.str());
+  EXPECT_NE(t.str(), s.str());
   // Never more streams than groups.
   const ConvShape medium = benchmark_shape("mace-medium");
   const Schedule m = schedule(
