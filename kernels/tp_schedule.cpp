@@ -174,6 +174,12 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
   std::vector<Group> groups;
   const bool mma = pass == Pass::kForward && p.dtype() == DType::kFloat64 &&
                    o.mma_float64 != kMmaNever && limits.sm_major >= 8;
+  // Per group, what mma_channels() needs and whether the SIMT lanes are register-limited.
+  struct MmaCandidate {
+    int chunks32, weights;
+    bool register_limited;
+  };
+  std::vector<MmaCandidate> shape;
   const int regs = size_of(p.dtype()) / 4;
   const int lane_registers = matrix_lane_registers(p.dtype(), o);
   for (std::size_t b = 0; b < p.out().size(); ++b) {
@@ -207,11 +213,18 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     g.live_values = g.lane_channels * per_channel + per_lane;
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
-    if (mma && (o.mma_float64 == kMmaAlways ||
-                g.lane_channels < std::min(o.max_lane_channels, chunks32)))
-      mma_channels(g, p, o, chunks32, weights);
+    const bool limited = g.lane_channels < std::min(o.max_lane_channels, chunks32);
     groups.push_back(std::move(g));
+    shape.push_back({chunks32, weights, limited});
   }
+  if (!mma) return groups;
+  std::size_t limited = 0;
+  for (const MmaCandidate& c : shape) limited += c.register_limited;
+  const bool all = o.mma_float64 == kMmaAlways ||
+                   double(limited) >= o.mma_all_share * double(groups.size());
+  for (std::size_t n = 0; n < groups.size(); ++n)
+    if (all || shape[n].register_limited)
+      mma_channels(groups[n], p, o, shape[n].chunks32, shape[n].weights);
   return groups;
 }
 

@@ -224,9 +224,15 @@ struct ScheduleOptions {
   /// 2.487 against 1.967 ms, high-l-6 4.670 / 4.538, high-l-7 7.998 / 8.146, high-l-8
   /// 14.566 / 16.377. The form pays where the SIMT form's registers cap a lane below
   /// max_lane_channels (M is then built for fewer channels either way and the SIMT lanes spill),
-  /// so by default only those groups use it.
+  /// so by default those groups use it, and every group once they are at least
+  /// mma_all_share of the forward's groups: the tensor-core lanes hold fewer registers, so the
+  /// overlapped group kernels share the SMs better, which pays once the limited groups are
+  /// many. Measured (run 12, 13), register-limited only against every group: high-l-7 (12 of
+  /// 154 limited) 7.75-7.78 against 8.01-8.06 ms, high-l-8 (40 of 215) 15.42-15.46 against
+  /// 14.92-14.95; the share lies between the two.
   int mma_float64 = kMmaRegisterLimited;
   int mma_lane_registers = 160;
+  double mma_all_share = 0.15;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).

@@ -199,16 +199,18 @@ TEST(Schedule, PassesSpreadTheirGroupsOverStreams) {
 
 // The float64 forward's matrix groups run on the tensor cores where the SIMT form's registers
 // cap a lane below max_lane_channels (kMmaRegisterLimited, the default), or every one
-// (kMmaAlways); lane_channels is bounded by the fragments' register estimate, and no other
-// pass, type or pre-sm_80 device uses them.
+// (kMmaAlways, and the default once the limited groups are mma_all_share of the pass);
+// lane_channels is bounded by the fragments' register estimate, and no other pass, type or
+// pre-sm_80 device uses them.
 TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   const ConvShape shape = benchmark_shape("high-l-8");
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
   const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat64, Accumulation::kAtomic);
-  ScheduleOptions never, always;
+  ScheduleOptions never, always, limited_only;
   never.mma_float64 = kMmaNever;
   always.mma_float64 = kMmaAlways;
-  const Schedule s = schedule(p, DeviceLimits::h200());
+  limited_only.mma_all_share = 2;  // never every group
+  const Schedule s = schedule(p, DeviceLimits::h200(), limited_only);
   const Schedule simt = schedule(p, DeviceLimits::h200(), never);
   const Schedule all = schedule(p, DeviceLimits::h200(), always);
   const std::vector<Group>& g = s.pass(Pass::kForward).groups;
@@ -229,6 +231,26 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   }
   EXPECT_GT(limited, 0);
   EXPECT_LT(limited, int(g.size())) << "small blocks keep four channels per lane in SIMT";
+  // By default: every group at high-l-8 (40 of 215 limited), the limited ones at high-l-7 (12
+  // of 154), as measured (ScheduleOptions::mma_all_share).
+  const Schedule by_default = schedule(p, DeviceLimits::h200());
+  for (const Group& h : by_default.pass(Pass::kForward).groups) EXPECT_TRUE(h.mma);
+  EXPECT_GE(limited, ScheduleOptions().mma_all_share * double(g.size()));
+  const ConvShape seven = benchmark_shape("high-l-7");
+  const TpProblem p7 = TpProblem::from_tensor_product(
+      conv_tensor_product(seven.node_irreps, seven.edge_irreps, seven.target), DType::kFloat64,
+      Accumulation::kAtomic);
+  const Schedule s7 = schedule(p7, DeviceLimits::h200()),
+                 s7_simt = schedule(p7, DeviceLimits::h200(), never);
+  const std::vector<Group>&g7 = s7.pass(Pass::kForward).groups,
+                         &simt7 = s7_simt.pass(Pass::kForward).groups;
+  int limited7 = 0;
+  for (std::size_t b = 0; b < g7.size(); ++b) {
+    EXPECT_EQ(g7[b].mma, simt7[b].lane_channels < 4) << "high-l-7 group " << b;
+    limited7 += g7[b].mma;
+  }
+  EXPECT_GT(limited7, 0);
+  EXPECT_LT(limited7, ScheduleOptions().mma_all_share * double(g7.size()));
   for (Pass other : {Pass::kBackward, Pass::kDoubleForward, Pass::kDoubleBackward})
     for (const Group& h : all.pass(other).groups) EXPECT_FALSE(h.mma);
   DeviceLimits volta = DeviceLimits::h200();
