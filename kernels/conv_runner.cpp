@@ -44,6 +44,21 @@ std::vector<KernelSpec> ConvRunner::kernel_specs(const Schedule& s) {
   return specs;
 }
 
+ConvBuffers batch_conv_buffers(const DeviceEdgeOrderings& edges, std::size_t batch,
+                               std::size_t num_nodes) {
+  const std::size_t r0 = std::size_t(edges.batch_centre[batch]);
+  const std::size_t e0 = std::size_t(edges.batch_edge[batch]);
+  ConvBuffers b;
+  b.num_senders = static_cast<std::int64_t>(num_nodes);
+  b.num_receivers = edges.batch_centre[batch + 1] - static_cast<std::int64_t>(r0);
+  b.num_edges = edges.batch_edge[batch + 1] - static_cast<std::int64_t>(e0);
+  b.sender = edges.sender.data() + e0, b.receiver = edges.local_centre.data() + e0;
+  b.receiver_ptr = edges.local_centre_ptr.data() + r0 + batch, b.receiver_order = nullptr;
+  b.sender_ptr = edges.sender_ptr.data() + batch * (num_nodes + 1);
+  b.sender_order = edges.by_sender.data() + e0;
+  return b;
+}
+
 ConvRunner::ConvRunner(DeviceBackend& backend, const TensorProduct& tp, DType dtype,
                        Accumulation accumulation, ScheduleOptions options)
     : backend_(backend),

@@ -11,9 +11,16 @@
 #include <string>
 
 #include "device_backend.h"
+#include "edge_orderings.h"
 #include "tp_launcher.h"
 
 namespace clebsch::cuda {
+
+/// The index arrays of edge batch @p batch of @p edges (edge_orderings.h) as a convolution of its
+/// own: edges numbered from the batch's first, receivers from its first centre, all
+/// @p num_nodes senders with the batch's by-sender CSR. The caller sets the operands.
+ConvBuffers batch_conv_buffers(const DeviceEdgeOrderings& edges, std::size_t batch,
+                               std::size_t num_nodes);
 
 class ConvRunner {
  public:

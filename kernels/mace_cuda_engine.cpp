@@ -550,15 +550,8 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
 template <class T, class G>
 ConvBuffers MaceCuda<T, G>::conv_buffers(const Layer<T>& Lp, std::size_t batch,
                                          const T* w) const {
-  const std::size_t r0 = edges_.batch_centre[batch], e0 = edges_.batch_edge[batch];
-  ConvBuffers b;
-  b.num_senders = static_cast<std::int64_t>(N_);
-  b.num_receivers = edges_.batch_centre[batch + 1] - static_cast<std::int64_t>(r0);
-  b.num_edges = edges_.batch_edge[batch + 1] - static_cast<std::int64_t>(e0);
-  b.sender = edges_.sender.data() + e0, b.receiver = edges_.local_centre.data() + e0;
-  b.receiver_ptr = edges_.local_centre_ptr.data() + r0 + batch, b.receiver_order = nullptr;
-  b.sender_ptr = edges_.sender_ptr.data() + batch * (N_ + 1);
-  b.sender_order = edges_.by_sender.data() + e0;
+  const std::size_t e0 = std::size_t(edges_.batch_edge[batch]);
+  ConvBuffers b = batch_conv_buffers(edges_, batch, N_);
   b.x = Lp.hu.data();
   b.y = (Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data()) + e0 * Lp.dim_y;
   b.w = w;

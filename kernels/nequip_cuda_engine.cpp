@@ -361,15 +361,8 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
 template <class T, class G>
 ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L, std::size_t batch,
                                            const T* w) const {
-  const std::size_t r0 = edges_.batch_centre[batch], e0 = edges_.batch_edge[batch];
-  ConvBuffers c;
-  c.num_senders = static_cast<std::int64_t>(N_);
-  c.num_receivers = edges_.batch_centre[batch + 1] - static_cast<std::int64_t>(r0);
-  c.num_edges = edges_.batch_edge[batch + 1] - static_cast<std::int64_t>(e0);
-  c.sender = edges_.sender.data() + e0, c.receiver = edges_.local_centre.data() + e0;
-  c.receiver_ptr = edges_.local_centre_ptr.data() + r0 + batch, c.receiver_order = nullptr;
-  c.sender_ptr = edges_.sender_ptr.data() + batch * (N_ + 1);
-  c.sender_order = edges_.by_sender.data() + e0;
+  const std::size_t e0 = std::size_t(edges_.batch_edge[batch]);
+  ConvBuffers c = batch_conv_buffers(edges_, batch, N_);
   c.x = L.x.data(), c.y = Y_.data() + e0 * nsh_, c.w = w;
   return c;
 }
