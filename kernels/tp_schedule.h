@@ -213,6 +213,8 @@ struct ScheduleOptions {
   /// time, as in the receiver passes; 1: one group after the other. H200, deterministic,
   /// 1 -> 8 (bench/NOTES.md, run 13): high-l-8 f+b float32 49.8 -> 38.9 ms, float64 112.3 ->
   /// 92.1; double backward 91.9 -> 78.1, 212.1 -> 177.6; high-l-6 f+b 14.8 -> 10.9, 27.7 -> 22.0.
+  /// Within 1 % either way on nequip-benzene, mace-large and nequip-water (N = 10,000), whose
+  /// group kernels are several waves each.
   int sender_streams = 8;
   /// Matrix form, float64 forward (sm_80 and later): the contraction out[c][k] += (w x)[c][i]
   /// M[i][k] on the tensor cores, m8n8k4 DMMAs with the channels as rows, x (times W) as A and
