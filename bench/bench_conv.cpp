@@ -147,6 +147,10 @@ Options parse(int argc, char** argv) {
       o.schedule.receiver_streams = std::stoi(value());
     } else if (a == "--sender-streams") {
       o.schedule.sender_streams = std::stoi(value());
+    } else if (a == "--mma-backward") {
+      o.schedule.mma_backward = std::stoi(value());
+    } else if (a == "--mma-double-backward") {
+      o.schedule.mma_double_backward = std::stoi(value()) != 0;
     } else if (a == "--mma") {
       o.schedule.mma_float64 = std::stoi(value());
     } else if (a == "--threads") {
@@ -160,7 +164,7 @@ Options parse(int argc, char** argv) {
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --sender-streams N "
                   "--matrix-prefetch-registers N "
-                  "--mma 0|1|2 "
+                  "--mma 0|1|2 --mma-backward 0|1|2 --mma-double-backward 0|1 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }
@@ -484,6 +488,8 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                            {"budget_float32", o.schedule.budget_float32},
                            {"budget_float64", o.schedule.budget_float64},
                            {"mma_float64", o.schedule.mma_float64},
+                           {"mma_backward", o.schedule.mma_backward},
+                           {"mma_double_backward", o.schedule.mma_double_backward},
                            {"receiver_streams", o.schedule.receiver_streams},
                            {"sender_streams", o.schedule.sender_streams}};
   json prefetching;

@@ -172,7 +172,9 @@ class ModuleEmitter {
   ModuleEmitter(const TpProblem& p, const Schedule& s)
       : p_(p), s_(s), looped_(uses_looped_cg(p, s.options)) {
     for (const PassSchedule& ps : s.passes) any_matrix_ |= ps.smem.m_offset >= 0;
-    for (const Group& g : s.pass(Pass::kForward).groups) any_mma_ |= g.mma;
+    for (const Group& g : s.pass(Pass::kForward).groups) forward_mma_ |= g.mma;
+    for (const PassSchedule& ps : s.passes)
+      for (const Group& g : ps.groups) any_mma_ |= g.mma;
   }
 
   std::string run() {
@@ -483,7 +485,7 @@ class ModuleEmitter {
       if (matrix(Pass::kForward) || matrix(Pass::kDoubleForward))
         emit_m_table(w, "kM", tag, path, kj, d3 * d1p,
                      [&](const CgEntry& e) { return e.k * d1p + e.i; });
-      if (any_mma_) {
+      if (forward_mma_) {
         // Fragment order (mma_fragments): entry (s T + t) 32 + 4 (k % 8) + i % 4 for s = i / 4,
         // t = k / 8.
         const int steps = (d1 + 3) / 4, tiles = (d3 + 7) / 8;
@@ -512,9 +514,24 @@ class ModuleEmitter {
                  [](const int& v) { return str(v); });
       table<unsigned>(w, "__device__ const unsigned kPpair" + tag, at, 12,
                       [](const unsigned& v) { return str(int(v)) + "u"; });
+      if (sender_mma_path(int(n))) {
+        // The same entries as positions i d3 + k of the dense P of mma_store_pairs.
+        std::vector<unsigned> dense;
+        for (std::size_t m : order) dense.push_back(unsigned(path.cg[m].i * d3 + path.cg[m].k));
+        table<unsigned>(w, "__device__ const unsigned kPdense" + tag, dense, 12,
+                        [](const unsigned& v) { return str(int(v)) + "u"; });
+      }
       table<double>(w, "__device__ const real kPc" + tag, c, 6,
                     [&](const double& v) { return lit(v); });
     }
+  }
+
+  // Whether path @p n is in a sender-pass group on the tensor cores (its P is dense).
+  bool sender_mma_path(int n) const {
+    for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
+      for (const Group& g : s_.pass(pass).groups)
+        if (g.mma && std::find(g.paths.begin(), g.paths.end(), n) != g.paths.end()) return true;
+    return false;
   }
 
   // A sender group's gradient accumulators: where each in1 (in2) block starts in the per-lane
@@ -546,8 +563,10 @@ class ModuleEmitter {
   std::string hs(const std::string& name, int h) const { return name + "_" + str(h); }
 
   // struct Ops: the per-edge operands of one lane, eight declarations to a line.
-  void emit_ops_struct(Writer& w, const std::vector<std::string>& names) {
+  void emit_ops_struct(Writer& w, const std::vector<std::string>& names,
+                       const std::string& extra = "") {
     w.open("struct Ops {");
+    if (!extra.empty()) w(extra);
     for (std::size_t k = 0; k < names.size(); k += 8) {
       std::string line = "real ";
       for (std::size_t m = k; m < std::min(names.size(), k + 8); ++m)
@@ -617,7 +636,12 @@ class ModuleEmitter {
           }
         }
     }
-    emit_ops_struct(w, names);
+    // A sender group on the tensor cores also reads other lanes' channels (mma_pairs): the
+    // edge's rows.
+    const bool rows = sender && g.mma;
+    emit_ops_struct(w, names,
+                    rows ? std::string("const real *xr, *wr, *gr") + (dbl ? ", *dxr, *dwr;" : ";")
+                         : "");
     w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
            (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
     w("const int u0 = lane_channel(u);");
@@ -635,6 +659,8 @@ class ModuleEmitter {
     if (sender) w("const real* gr = (const real*)a.g + (long long)(s >= 0 ? r : 0) * kDimOut;");
     w(std::string("(void)x, (void)w") + (dbl ? ", (void)dx, (void)dw" : "") + ";");
     for (std::size_t k = 0; k < names.size(); ++k) w("o." + names[k] + " = " + loads[k] + ";");
+    if (rows)
+      w(std::string("o.xr = x, o.wr = w, o.gr = gr") + (dbl ? ", o.dxr = dx, o.dwr = dw;" : ";"));
     w.close();
     w("CLEBSCH_INLINE static int lane_channel(int u) { return (u >> 5) * " + str(32 * nc) +
       " + (u & 31); }");
@@ -885,12 +911,81 @@ class ModuleEmitter {
     w.close("};");
   }
 
+  // grad_Y's pair products of instruction n, Y channel v: xe_i g_k with xe = w x (double:
+  // w dx + dW x; without weights x, dx), summed over the lane's channels in registers and over
+  // the warp 32 pairs at a time (transposed reductions) into pp at the pair's position in
+  // pairs(n). The weights go into xe once per i (d1 values live beside grad_out) rather than
+  // into grad_out per k (the double pass needed w g and dW g: 2 d3).
+  void emit_shuffle_pairs(Writer& w, const Group& g, int n, int v, bool dbl) {
+    const TpPath& path = p_.paths()[n];
+    const int nc = g.lane_channels, d1 = p_.in1()[path.in1].dim();
+    auto xe = [&](int i, int h) { return "xe" + str(i) + "_" + str(h); };
+    for (int h = 0; h < nc; ++h)
+      for (int i = 0; i < d1; ++i) {
+        const std::string x = "o." + hs(xn(path.in1, i), h), dx = "o." + hs(dxn(path.in1, i), h);
+        const std::string wv = "o." + hs(wn(n, v), h), dwv = "o." + hs(dwn(n, v), h);
+        std::string e = dbl ? dx : x;
+        if (path.has_weight)
+          e = dbl ? "madd(" + wv + ", " + dx + ", " + dwv + " * " + x + ")" : wv + " * " + x;
+        w("const real " + xe(i, h) + " = " + e + ";");
+      }
+    const std::vector<std::pair<int, int>> pl = pairs(n);
+    for (std::size_t base = 0; base < pl.size(); base += 32) {
+      const int count = int(std::min<std::size_t>(32, pl.size() - base));
+      std::string init;
+      for (int q = 0; q < count; ++q) {
+        const auto [i, k] = pl[base + q];
+        std::string e;
+        for (int h = 0; h < nc; ++h) {
+          const std::string a = xe(i, h), b = "o." + hs(gn(path.out, k), h);
+          e = e.empty() ? a + " * " + b : "madd(" + a + ", " + b + ", " + e + ")";
+        }
+        init += (q ? ", " : "") + e;
+      }
+      w.open("{");
+      w("const real pv[" + str(count) + "] = {" + init + "};");
+      w("store_reduced<" + str(count) + ">(pp, " + str(int(base)) + ", Transposed<" +
+        str(count) + ">::reduce<0>(pv, lane), lane);");
+      w.close();
+    }
+  }
+
+  // The same sum on the tensor cores (Group::mma): P_ik over the warp's 32 nc channels by
+  // mma_pairs from the rows in memory, stored dense (i d3 + k) into pp by mma_store_pairs.
+  // Double passes: P = sum_u (w dx_ui + dW x_ui) g_uk, as two sums into the same fragments.
+  void emit_mma_pairs(Writer& w, const Group& g, int n, int v, bool dbl) {
+    const TpPath& path = p_.paths()[n];
+    const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2], &b3 = p_.out()[path.out];
+    const int d1 = b1.dim(), d3 = b3.dim(), mt = (d1 + 7) / 8, nt = (d3 + 7) / 8;
+    const std::string tiles = str(mt) + ", " + str(nt);
+    const std::string shape =
+        tiles + ", " + str(g.lane_channels) + ", " + str(d1) + ", " + str(d3);
+    const std::string rows = ", o.gr + " + str(b3.offset) + ", ";
+    const std::string tail = ", " + str(b2.mul) + ", u0 - lane, " + str(g.mul) + ");";
+    const std::string wat = " + " + str(path.weight_offset + v);
+    w("real pa[" + str(mt) + "][" + str(nt) + "][2] = {};");
+    // (a, weights) of each sum: x by W (backward), dx by W and x by dW (double).
+    std::vector<std::pair<std::string, std::string>> sums;
+    const std::string x = dbl ? "o.dxr" : "o.xr";
+    sums.push_back({x, path.has_weight ? "o.wr" : ""});
+    if (dbl && path.has_weight) sums.push_back({"o.xr", "o.dwr"});
+    for (const auto& [a, wt] : sums) {
+      std::string cond = a == "o.xr" ? "" : a;
+      if (!wt.empty()) cond += (cond.empty() ? "" : " && ") + wt;
+      const std::string call =
+          "mma_pairs<" + shape + ", " + (wt.empty() ? "false" : "true") + ">(pa, " + a + " + " +
+          str(b1.offset) + rows + (wt.empty() ? "nullptr" : wt + wat) + tail;
+      w(cond.empty() ? call : "if (" + cond + ") " + call);
+    }
+    w("mma_store_pairs<" + tiles + ", " + str(d1) + ", " + str(d3) + ">(pp, pa);");
+  }
+
   // Sender pass, matrix form: per instruction and Y channel v the warp builds M; each lane forms
   // a_i = sum_k M_ik g_k for its channels (grad_x, and grad_W = sum_i x_i a_i), and grad_Y comes
   // from the products w x_i g_k of the instruction's pairs, summed over the lane's channels in
-  // registers and over the warp 32 pairs at a time (transposed reductions) into P, contracted
-  // with C by lane j into the warp's grad_Y row gys (the per-lane gy of the other forms is a
-  // one-value placeholder here).
+  // registers and over the warp 32 pairs at a time (transposed reductions; on the tensor cores
+  // in a Group::mma group) into P, contracted with C by lane j into the warp's grad_Y row gys
+  // (the per-lane gy of the other forms is a one-value placeholder here).
   void emit_matrix_sender_group(Writer& w, const PassSchedule& ps, int gi) {
     const Group& g = ps.groups[gi];
     const int nc = g.lane_channels;
@@ -942,45 +1037,6 @@ class ModuleEmitter {
           w("real cpa[" + str(nc) + "][" + str(d1) + "];");
           w("matrix_apply_transposed" + shape + "(ga, md, cpa);");
         }
-        // The pair products of grad_Y per channel: w x_i g_k (double: w dx_i g_k + dW x_i g_k,
-        // as (dx_i, wg_k) and (x_i, dwg_k)).
-        auto wg = [&](int k, int h) { return "wg" + str(k) + "_" + str(h); };
-        auto dwg = [&](int k, int h) { return "dwg" + str(k) + "_" + str(h); };
-        for (int h = 0; h < nc; ++h)
-          for (int k = 0; k < d3; ++k) {
-            const std::string gk = "o." + hs(gn(path.out, k), h);
-            w("const real " + wg(k, h) + " = " +
-              (path.has_weight ? "o." + hs(wn(n, v), h) + " * " + gk : gk) + ";");
-            if (dbl && path.has_weight)
-              w("const real " + dwg(k, h) + " = o." + hs(dwn(n, v), h) + " * " + gk + ";");
-          }
-        auto products = [&](int i, int k, int h) {
-          std::vector<std::pair<std::string, std::string>> f;
-          if (!dbl) return decltype(f){{"o." + hs(xn(path.in1, i), h), wg(k, h)}};
-          f.push_back({"o." + hs(dxn(path.in1, i), h), wg(k, h)});
-          if (path.has_weight) f.push_back({"o." + hs(xn(path.in1, i), h), dwg(k, h)});
-          return f;
-        };
-        const std::vector<std::pair<int, int>> pl = pairs(n);
-        for (std::size_t base = 0; base < pl.size(); base += 32) {
-          const int count = int(std::min<std::size_t>(32, pl.size() - base));
-          std::string init;
-          for (int q = 0; q < count; ++q) {
-            const auto [i, k] = pl[base + q];
-            std::string e;
-            for (int h = 0; h < nc; ++h)
-              for (const auto& [a, b] : products(i, k, h))
-                e = e.empty() ? a + " * " + b : "madd(" + a + ", " + b + ", " + e + ")";
-            init += (q ? ", " : "") + e;
-          }
-          w.open("{");
-          w("const real pv[" + str(count) + "] = {" + init + "};");
-          w("store_reduced<" + str(count) + ">(pp, " + str(int(base)) + ", Transposed<" +
-            str(count) + ">::reduce<0>(pv, lane), lane);");
-          w.close();
-        }
-        w("matrix_grad_y<" + str(d2) + ">(gys + " + str(gy_base[path.in2] + v * d2) +
-          ", pp, kPptr" + str(n) + ", kPpair" + str(n) + ", kPc" + str(n) + ");");
         for (int h = 0; h < nc; ++h) {
           std::string gw_expr = "real(0)";
           for (int i = 0; i < d1; ++i) {
@@ -1007,6 +1063,14 @@ class ModuleEmitter {
               str(path.weight_offset) + " + (u0 + " + str(32 * h) + ") * " + str(b2.mul) + " + " +
               str(v) + ", " + gw_expr + ");");
         }
+        // grad_Y last: a and a' are dead by then, which the pair products' registers reuse.
+        if (g.mma)
+          emit_mma_pairs(w, g, n, v, dbl);
+        else
+          emit_shuffle_pairs(w, g, n, v, dbl);
+        w("matrix_grad_y<" + str(d2) + ">(gys + " + str(gy_base[path.in2] + v * d2) +
+          ", pp, kPptr" + str(n) + (g.mma ? ", kPdense" : ", kPpair") + str(n) + ", kPc" +
+          str(n) + ");");
         w.close();
       }
     }
@@ -1514,7 +1578,8 @@ class ModuleEmitter {
   const Schedule& s_;
   const bool looped_;
   bool any_matrix_ = false;
-  bool any_mma_ = false;  // a forward group on the tensor cores (Group::mma)
+  bool forward_mma_ = false;  // a forward group on the tensor cores (Group::mma)
+  bool any_mma_ = false;      // a group of any pass on the tensor cores
 };
 
 }  // namespace

@@ -174,6 +174,14 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
   std::vector<Group> groups;
   const bool mma = pass == Pass::kForward && p.dtype() == DType::kFloat64 &&
                    o.mma_float64 != kMmaNever && limits.sm_major >= 8;
+  // Sender passes on the tensor cores: the backward's groups by mma_backward, the double
+  // backward's by mma_double_backward.
+  const int sender_mma = is_receiver_pass(pass) || p.dtype() != DType::kFloat64 ||
+                                 limits.sm_major < 8
+                             ? kMmaNever
+                         : pass == Pass::kBackward ? o.mma_backward
+                         : o.mma_double_backward   ? kMmaAlways
+                                                   : kMmaNever;
   // Per group, what mma_channels() needs and whether the SIMT lanes are register-limited.
   struct MmaCandidate {
     int chunks32, weights;
@@ -203,12 +211,30 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     const int copies = is_double_pass(pass) ? 2 : 1;
     const int operands = copies * (d1 + weights);
     const int per_channel = operands + d3 + (is_receiver_pass(pass) ? 0 : d1);
-    const int per_lane = is_receiver_pass(pass) ? 0 : kWarpSize;
     const int chunks32 = (g.mul + kWarpSize - 1) / kWarpSize;
-    g.lane_channels = 1;
-    while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
-           (2 * g.lane_channels * per_channel + per_lane) * regs <= lane_registers)
-      g.lane_channels *= 2;
+    auto lane_channels = [&](int per_lane) {
+      int nc = 1;
+      while (2 * nc <= std::min(o.max_lane_channels, chunks32) &&
+             (2 * nc * per_channel + per_lane) * regs <= lane_registers)
+        nc *= 2;
+      return nc;
+    };
+    // Sender passes: one batch of 32 pair products for the warp reduction, or on the tensor
+    // cores the accumulator fragments of P (row tiles of i by column tiles of k, two values
+    // each) and one k-step's A and B fragments.
+    int per_lane = is_receiver_pass(pass) ? 0 : kWarpSize;
+    g.lane_channels = lane_channels(per_lane);
+    const bool one_of_several = g.lane_channels == 1 && std::min(o.max_lane_channels, chunks32) > 1;
+    g.mma = sender_mma == kMmaAlways || (sender_mma == kMmaRegisterLimited && one_of_several);
+    if (g.mma) {
+      per_lane = 0;
+      for (int n : g.paths) {
+        const TpPath& path = p.paths()[std::size_t(n)];
+        const int mt = (p.in1()[path.in1].dim() + 7) / 8, nt = (d3 + 7) / 8;
+        per_lane = std::max(per_lane, 2 * mt * nt + mt + nt);
+      }
+      g.lane_channels = lane_channels(per_lane);
+    }
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
     g.live_values = g.lane_channels * per_channel + per_lane;
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));

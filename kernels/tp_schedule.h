@@ -97,9 +97,11 @@ struct Group {
   /// Load the next edge's operands while computing the current one (software pipelining:
   /// twice the operand registers, one memory latency hidden per edge).
   bool prefetch;
-  /// Matrix form on the float64 tensor cores (ScheduleOptions::mma_float64): a warp's
+  /// Matrix form on the float64 tensor cores. Forward (ScheduleOptions::mma_float64): a warp's
   /// 32 lane_channels channels are 4 lane_channels row tiles of 8 for m8n8k4 MMAs, each lane
-  /// holding MMA fragments instead of whole channels.
+  /// holding MMA fragments instead of whole channels. Sender passes
+  /// (ScheduleOptions::mma_backward, mma_double_backward): grad_Y's pair products summed over
+  /// the warp's channels by MMAs (the channels as their k dimension) instead of warp shuffles.
   bool mma = false;
 };
 
@@ -235,6 +237,21 @@ struct ScheduleOptions {
   int mma_float64 = kMmaRegisterLimited;
   int mma_lane_registers = 160;
   double mma_all_share = 0.15;
+  /// Matrix form, float64 backward (sm_80 and later): grad_Y's pair products P_ik = sum_u
+  /// x_ui w_u g_uk summed over the warp's channels u on the tensor cores (m8n8k4 DMMAs, u as
+  /// their k dimension, operands read from memory straight into fragments) instead of 32 pairs
+  /// at a time in transposed warp reductions (a float64 shuffle is two 32-bit shuffles).
+  /// kMmaNever, kMmaRegisterLimited (default: the groups whose SIMT lanes hold one channel of a
+  /// block of several 32-channel chunks, where the reductions are the most per channel) or
+  /// kMmaAlways. Measured on the H200 (bench/NOTES.md, run 14), each group kernel alone,
+  /// tensor cores against shuffles: SIMT one channel per lane 19.0 -> 13.3 ms (high-l-8, 16
+  /// groups), and 26.2 -> 17.9 (28 groups, two channels per lane on the tensor cores); two
+  /// channels equal (36.0 / 36.3); four channels slower (7.2 -> 8.8).
+  int mma_backward = kMmaRegisterLimited;
+  /// The same in the double backward (two sums per instruction: dx by W and x by dW). Off: it
+  /// was slower there in every class of group but one channel per lane, which broke even
+  /// (run 14: high-l-8 double backward 168 -> 185 ms summed over the groups).
+  bool mma_double_backward = false;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).

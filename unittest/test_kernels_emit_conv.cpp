@@ -211,6 +211,39 @@ TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
             std::string::npos);
 }
 
+// With mma_backward kMmaAlways and mma_double_backward every float64 sender group sums grad_Y's pair products on the tensor
+// cores: mma_pairs and the dense P tables in the backward and double backward, no transposed
+// reductions there, and no forward fragment tables (kMF) when the forward stays SIMT.
+TEST(EmitConv, Float64SenderGroupsSumThePairProductsOnTheTensorCores) {
+  ScheduleOptions looped;
+  looped.loop_cg_above = 0;
+  looped.mma_float64 = kMmaNever;
+  looped.mma_backward = kMmaAlways;
+  looped.mma_double_backward = true;
+  const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
+  const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
+  const auto backward = src.find("// ==== backward");
+  ASSERT_NE(backward, std::string::npos);
+  EXPECT_EQ(src.find("mma_pairs<"), src.find("mma_pairs<", backward));
+  EXPECT_NE(src.find("mma_pairs<", src.find("// ==== double_backward")), std::string::npos);
+  EXPECT_EQ(src.find("Transposed<", backward), std::string::npos);
+  EXPECT_EQ(src.find("kMFj"), std::string::npos);
+  for (std::size_t n = 0; n < p.paths().size(); ++n)
+    if (!p.paths()[n].cg.empty())
+      EXPECT_NE(src.find("kPdense" + std::to_string(n) + "["), std::string::npos) << n;
+  looped.mma_backward = kMmaNever;
+  looped.mma_double_backward = false;
+  const std::string off = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
+  EXPECT_EQ(off.find("mma_pairs<"), std::string::npos);
+  EXPECT_EQ(off.find("kPdense"), std::string::npos);
+  EXPECT_NE(off.find("Transposed<", off.find("// ==== backward")), std::string::npos);
+  looped.mma_backward = kMmaAlways;
+  looped.mma_double_backward = true;
+  const TpProblem p32 = small_problem(DType::kFloat32, Accumulation::kDeterministic);
+  EXPECT_EQ(emit_conv_module(p32, schedule(p32, DeviceLimits::h200(), looped)).find("mma_pairs<"),
+            std::string::npos);
+}
+
 // l = 4 stays unrolled by default (it runs 9x faster so; bench/NOTES.md), l = 5 loops (in the
 // matrix form of every pass: its M tables, no per-entry loop tables).
 TEST(EmitConv, HighLModulesAreLoopedFromL5UnlessDisabled) {

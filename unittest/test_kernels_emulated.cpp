@@ -155,7 +155,9 @@ struct Case {
   bool matrix = true;    ///< false (with looped): no matrix form in the forward and backward
   bool matrix_prefetch = false;  ///< true (with matrix): its groups prefetch the next edge
   bool matrix_double = true;     ///< false (with matrix): the double passes stay looped
-  bool mma = false;  ///< true (float64, matrix): the forward on the tensor cores (else never)
+  /// true (float64, matrix): the forward and the sender passes' pair products on the tensor
+  /// cores in every group (else never)
+  bool mma = false;
 };
 
 std::string case_name(const Case& c) {
@@ -212,6 +214,8 @@ class Emulated : public ::testing::TestWithParam<Case> {
     if (c.matrix_prefetch) so.matrix_prefetch_registers = 1 << 20;
     so.matrix_cg_double = c.matrix_double;
     so.mma_float64 = c.mma ? kMmaAlways : kMmaNever;
+    so.mma_backward = c.mma ? kMmaAlways : kMmaNever;
+    so.mma_double_backward = c.mma;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
@@ -339,7 +343,8 @@ std::vector<Case> cases() {
                false, false});
   v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, true, false,
                false});
-  // The float64 forward on the tensor cores (ScheduleOptions::mma_float64): both modes, partial
+  // The float64 forward and the sender passes' grad_Y pair products on the tensor cores
+  // (ScheduleOptions::mma_float64, mma_backward, mma_double_backward): both modes, partial
   // chunks and several multiplicities (NonUniform), instructions without weights and a Y
   // multiplicity of 2 (WeightlessMul2). Each MMA is two warp barriers here: few, small cases.
   v.push_back({"NonUniform", DType::kFloat64, Accumulation::kAtomic, true, true, true, false,

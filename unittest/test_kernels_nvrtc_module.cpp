@@ -59,7 +59,22 @@ struct Case {
   std::string shape;
   DType dtype;
   Accumulation acc;
+  /// Every instruction in the matrix form with every float64 group on the tensor cores (the
+  /// forward's and the sender passes' MMAs), which the default schedules of these small shapes
+  /// never choose.
+  bool tensor_cores = false;
 };
+
+ScheduleOptions options_of(const Case& c) {
+  ScheduleOptions o;
+  if (c.tensor_cores) {
+    o.loop_cg_above = 0;
+    o.mma_float64 = kMmaAlways;
+    o.mma_backward = kMmaAlways;
+    o.mma_double_backward = true;
+  }
+  return o;
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.shape << " " << to_string(c.dtype) << " " << to_string(c.acc);
@@ -78,13 +93,17 @@ TEST_P(CompilesToSm90, GeneratedModule) {
     tp = conv_tensor_product(s.node_irreps, s.edge_irreps, s.target);
   }
   const TpProblem p = TpProblem::from_tensor_product(tp, c.dtype, c.acc);
-  const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200()));
+  const Schedule sch = schedule(p, DeviceLimits::h200(), options_of(c));
+  const std::string src = emit_conv_module(p, sch);
+  if (c.tensor_cores) {
+    EXPECT_NE(src.find("mma_f64(acc["), std::string::npos);
+    EXPECT_NE(src.find("mma_pairs<"), std::string::npos);
+  }
   CompileOptions o = no_cache();
   o.verbose = true;
   const Cubin cubin = compile_cubin(src, c.shape + ".cu", o);
   EXPECT_TRUE(is_elf(cubin.image));
   EXPECT_FALSE(cubin.from_cache);
-  const Schedule sch = schedule(p, DeviceLimits::h200());
   for (const PassSchedule& ps : sch.passes)
     for (std::size_t g = 0; g < ps.groups.size(); ++g)
       EXPECT_NE(cubin.log.find("Compiling entry function '" + kernel_name(ps.pass, int(g)) + "'"),
@@ -104,10 +123,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"NonUniform", DType::kFloat64, Accumulation::kDeterministic},
                       Case{"HighL8", DType::kFloat32, Accumulation::kDeterministic},
                       Case{"WeightlessMul2", DType::kFloat64, Accumulation::kAtomic},
-                      Case{"WeightlessMul2", DType::kFloat32, Accumulation::kDeterministic}),
+                      Case{"WeightlessMul2", DType::kFloat32, Accumulation::kDeterministic},
+                      Case{"NonUniform", DType::kFloat64, Accumulation::kDeterministic, true}),
     [](const auto& info) {
       std::string n = info.param.shape + (info.param.dtype == DType::kFloat32 ? "_f32" : "_f64") +
-                      (info.param.acc == Accumulation::kAtomic ? "_atomic" : "_det");
+                      (info.param.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
+                      (info.param.tensor_cores ? "_tensor_cores" : "");
       for (char& ch : n)
         if (ch == '-') ch = '_';
       return n;

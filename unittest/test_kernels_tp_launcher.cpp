@@ -25,7 +25,9 @@ struct GpuCase {
   bool sorted;  ///< receivers sorted (the neighbour-list order)
   bool looped = false;  ///< every instruction looped (loop_cg_above 0): the matrix form and the
                         ///< looped double passes on small shapes
-  bool mma = false;     ///< every float64 forward matrix group on the tensor cores (kMmaAlways)
+  /// every float64 matrix group on the tensor cores: the forward (kMmaAlways) and the sender
+  /// passes' grad_Y pair products (mma_backward kMmaAlways, mma_double_backward)
+  bool mma = false;
 };
 
 void PrintTo(const GpuCase& c, std::ostream* os) {
@@ -102,7 +104,8 @@ class KernelVsHost : public ::testing::TestWithParam<GpuCase> {
     const TensorProduct tp = shape_tp(c.shape);
     ScheduleOptions so;
     if (c.looped) so.loop_cg_above = 0;
-    if (c.mma) so.mma_float64 = kMmaAlways;
+    if (c.mma)
+      so.mma_float64 = so.mma_backward = kMmaAlways, so.mma_double_backward = true;
     const TpLauncher launcher = TpLauncher::create(tp, c.dtype, c.acc, {}, so);
     const bool det = c.acc == Accumulation::kDeterministic;
     // Two draws: the kernels must compute the function on any input, not on one.
@@ -180,8 +183,9 @@ std::vector<GpuCase> gpu_cases() {
     for (DType d : {DType::kFloat32, DType::kFloat64})
       for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic})
         cases.push_back({shape, d, a, true, true});
-  // The float64 forward on the tensor cores in every matrix group (by default only the
-  // register-limited groups of large l use it): the looped small shapes and HighL8.
+  // The float64 forward and the sender passes' pair products on the tensor cores in every
+  // matrix group (by default only the register-limited forward and backward groups of large l
+  // use them): the looped small shapes and HighL8.
   for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic}) {
     for (const char* shape : {"MaceLike", "NonUniform", "WeightlessMul2"})
       cases.push_back({shape, DType::kFloat64, a, true, true, true});

@@ -251,8 +251,7 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   }
   EXPECT_GT(limited7, 0);
   EXPECT_LT(limited7, ScheduleOptions().mma_all_share * double(g7.size()));
-  for (Pass other : {Pass::kBackward, Pass::kDoubleForward, Pass::kDoubleBackward})
-    for (const Group& h : all.pass(other).groups) EXPECT_FALSE(h.mma);
+  for (const Group& h : all.pass(Pass::kDoubleForward).groups) EXPECT_FALSE(h.mma);
   DeviceLimits volta = DeviceLimits::h200();
   volta.sm_major = 7;
   for (const Schedule& without :
@@ -260,6 +259,50 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
         schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
                  DeviceLimits::h200(), always)})
     for (const Group& h : without.pass(Pass::kForward).groups) EXPECT_FALSE(h.mma);
+}
+
+// By default the float64 backward's groups whose SIMT lanes would hold one channel of several
+// sum grad_Y's pair products on the tensor cores (and may then take more channels), the others
+// and the double backward keep the shuffles; float32 and pre-sm_80 devices never use them.
+TEST(Schedule, Float64BackwardGroupsOfOneChannelPerLaneUseTheTensorCores) {
+  const ConvShape shape = benchmark_shape("high-l-8");
+  const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
+  const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat64, Accumulation::kAtomic);
+  ScheduleOptions never, every;
+  never.mma_backward = kMmaNever;
+  every.mma_backward = kMmaAlways;
+  every.mma_double_backward = true;
+  const Schedule s = schedule(p, DeviceLimits::h200()), simt = schedule(p, DeviceLimits::h200(), never);
+  const std::vector<Group>&g = s.pass(Pass::kBackward).groups,
+                         &g_simt = simt.pass(Pass::kBackward).groups;
+  ASSERT_EQ(g.size(), g_simt.size());
+  int on = 0;
+  for (std::size_t b = 0; b < g.size(); ++b) {
+    EXPECT_EQ(g[b].mma, g_simt[b].lane_channels == 1) << "block " << g[b].out_blocks.at(0);
+    EXPECT_GE(g[b].lane_channels, g_simt[b].lane_channels);
+    on += g[b].mma;
+    // 8e x 8e -> 8e: the channel's x, grad_x sums, grad_out and W (52 values) beside 3 x 3
+    // tiles of P (18 values) and one k-step's 6 fragments: still one channel per lane.
+    const TpPath& path = p.paths()[std::size_t(g[b].paths.at(0))];
+    if (p.in1()[path.in1].l == 8 && p.in2()[path.in2].l == 8 && p.out()[path.out].l == 8) {
+      EXPECT_TRUE(g[b].mma);
+      EXPECT_EQ(g[b].live_values, 52 + 24);
+      EXPECT_EQ(g[b].lane_channels, 1);
+    }
+  }
+  EXPECT_GT(on, 0);
+  EXPECT_LT(on, int(g.size())) << "blocks of several channels per lane keep the shuffles";
+  for (const Group& h : s.pass(Pass::kDoubleBackward).groups) EXPECT_FALSE(h.mma);
+  for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
+    for (const Group& h : schedule(p, DeviceLimits::h200(), every).pass(pass).groups)
+      EXPECT_TRUE(h.mma);
+  DeviceLimits volta = DeviceLimits::h200();
+  volta.sm_major = 7;
+  const TpProblem p32 = TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic);
+  for (const Schedule& without :
+       {simt, schedule(p, volta, every), schedule(p32, DeviceLimits::h200(), every)})
+    for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
+      for (const Group& h : without.pass(pass).groups) EXPECT_FALSE(h.mma);
 }
 
 TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
