@@ -145,14 +145,18 @@ Options parse(int argc, char** argv) {
       o.schedule.matrix_prefetch_registers = std::stoi(value());
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
+    } else if (a == "--receiver-longest-first") {
+      o.schedule.receiver_longest_first = std::stoi(value()) != 0;
     } else if (a == "--sender-streams") {
       o.schedule.sender_streams = std::stoi(value());
     } else if (a == "--mma-backward") {
       o.schedule.mma_backward = std::stoi(value());
     } else if (a == "--mma-double-backward") {
-      o.schedule.mma_double_backward = std::stoi(value()) != 0;
+      o.schedule.mma_double_backward = std::stoi(value());
     } else if (a == "--mma") {
       o.schedule.mma_float64 = std::stoi(value());
+    } else if (a == "--mma-double-forward") {
+      o.schedule.mma_double_forward = std::stoi(value());
     } else if (a == "--threads") {
       o.threads = std::stoi(value());
     } else {
@@ -162,9 +166,11 @@ Options parse(int argc, char** argv) {
                   "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
-                  "--budget32 N --budget64 N --streams N --sender-streams N "
+                  "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
+                  "--sender-streams N "
                   "--matrix-prefetch-registers N "
-                  "--mma 0|1|2 --mma-backward 0|1|2 --mma-double-backward 0|1 "
+                  "--mma 0|1|2 --mma-double-forward 0|1|2 --mma-backward 0|1|2 "
+                  "--mma-double-backward 0|1|2 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }
@@ -488,9 +494,11 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                            {"budget_float32", o.schedule.budget_float32},
                            {"budget_float64", o.schedule.budget_float64},
                            {"mma_float64", o.schedule.mma_float64},
+                           {"mma_double_forward", o.schedule.mma_double_forward},
                            {"mma_backward", o.schedule.mma_backward},
                            {"mma_double_backward", o.schedule.mma_double_backward},
                            {"receiver_streams", o.schedule.receiver_streams},
+                           {"receiver_longest_first", o.schedule.receiver_longest_first},
                            {"sender_streams", o.schedule.sender_streams}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {

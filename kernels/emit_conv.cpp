@@ -55,6 +55,9 @@
 //     (w x) M(dY), the double backward forms M(Y)^T g and M(dY)^T g for grad_x and grad_W and
 //     the pair products (dW x_i + w dx_i) g_k for grad_Y (H200, high-l-5 double backward:
 //     float32 67.6 -> 12.5 ms, float64 81.4 -> 24.9 against the looped form; run 11).
+//     float64 groups may run their contraction on the tensor cores instead (Group::mma,
+//     templates/conv_mma.cuh.in): the (double) forward's out = A M with the channels as rows,
+//     the sender passes' P with the channels as the k dimension.
 #include "emit_conv.h"
 
 #include <algorithm>
@@ -172,7 +175,8 @@ class ModuleEmitter {
   ModuleEmitter(const TpProblem& p, const Schedule& s)
       : p_(p), s_(s), looped_(uses_looped_cg(p, s.options)) {
     for (const PassSchedule& ps : s.passes) any_matrix_ |= ps.smem.m_offset >= 0;
-    for (const Group& g : s.pass(Pass::kForward).groups) forward_mma_ |= g.mma;
+    for (Pass pass : {Pass::kForward, Pass::kDoubleForward})
+      for (const Group& g : s.pass(pass).groups) forward_mma_ |= g.mma;
     for (const PassSchedule& ps : s.passes)
       for (const Group& g : ps.groups) any_mma_ |= g.mma;
   }
@@ -811,6 +815,9 @@ class ModuleEmitter {
     auto steps = [&](int a) { return (p_.in1()[a].dim() + 3) / 4; };
     auto xf = [&](int a, int m, int st) { return "x" + str(a) + "_" + str(m) + "_" + str(st); };
     auto wf = [&](int n, int v, int m) { return "w" + str(n) + "_" + str(v) + "_" + str(m); };
+    const bool dbl = is_double_pass(ps.pass);
+    auto dxf = [&](int a, int m, int st) { return "d" + xf(a, m, st); };
+    auto dwf = [&](int n, int v, int m) { return "d" + wf(n, v, m); };
     group_comment(w, ps, g, gi);
     w("// float64 tensor cores: " + str(tiles_m) + " row tiles of 8 channels, " + str(tiles_k) +
       " column tile(s)");
@@ -824,10 +831,14 @@ class ModuleEmitter {
         const TpBlock& b = p_.in1()[a];
         for (int st = 0; st < steps(a); ++st) {
           const bool partial = 4 * st + 4 > b.dim();
+          const std::string in = partial ? " && q < " + str(b.dim() - 4 * st) : "";
+          const std::string at = str(b.offset) + " + " + c + " * " + str(b.dim()) + " + " +
+                                 str(4 * st) + " + q) : real(0)";
           names.push_back(xf(a, m, st));
-          loads.push_back("(" + ok + (partial ? " && q < " + str(b.dim() - 4 * st) : "") +
-                          ") ? ldg(x + " + str(b.offset) + " + " + c + " * " + str(b.dim()) +
-                          " + " + str(4 * st) + " + q) : real(0)");
+          loads.push_back("(" + ok + in + ") ? ldg(x + " + at);
+          if (!dbl) continue;
+          names.push_back(dxf(a, m, st));
+          loads.push_back("(" + ok + in + " && dx) ? ldg(dx + " + at);
         }
       }
       for (int n : g.paths) {
@@ -835,9 +846,13 @@ class ModuleEmitter {
         if (!path.has_weight) continue;
         const int m2 = p_.in2()[path.in2].mul;
         for (int v = 0; v < m2; ++v) {
+          const std::string at = str(path.weight_offset) + " + " + c + " * " + str(m2) + " + " +
+                                 str(v) + ") : real(0)";
           names.push_back(wf(n, v, m));
-          loads.push_back("(" + ok + " && w) ? ldcs(w + " + str(path.weight_offset) + " + " + c +
-                          " * " + str(m2) + " + " + str(v) + ") : real(0)");
+          loads.push_back("(" + ok + " && w) ? ldcs(w + " + at);
+          if (!dbl) continue;
+          names.push_back(dwf(n, v, m));
+          loads.push_back("(" + ok + " && dw) ? ldcs(dw + " + at);
         }
       }
     }
@@ -848,6 +863,13 @@ class ModuleEmitter {
     w("const real* x = (const real*)a.x + (long long)(s >= 0 ? s : 0) * kDim1;");
     w("const real* w = a.w ? (const real*)a.w + (long long)(s >= 0 ? e : 0) * kNumWeights : "
       "nullptr;");
+    if (dbl) {
+      w("const real* dx = a.dx ? (const real*)a.dx + (long long)(s >= 0 ? s : 0) * kDim1 : "
+        "nullptr;");
+      w("const real* dw = a.dw ? (const real*)a.dw + (long long)(s >= 0 ? e : 0) * kNumWeights : "
+        "nullptr;");
+      w("(void)dx, (void)dw;");
+    }
     w("(void)x, (void)w, (void)q;");
     for (int m = 0; m < tiles_m; ++m) {
       w("const int c" + str(m) + " = " + first + " + " + str(8 * m) + ";");
@@ -867,23 +889,34 @@ class ModuleEmitter {
       for (int v = 0; v < b2.mul; ++v) {
         w.open("{");
         w("real b[" + str(ns) + "][" + str(tiles_k) + "];");
-        w("mma_fragments<" + str(ns) + ", " + str(tiles_k) + ", kMatrixJ>(b, kMFj" + str(n) +
-          ", kMFc" + str(n) + ", ys + " + str(b2.offset + v * b2.dim()) + ");");
-        // k-step outermost: consecutive MMAs go to different accumulators, so that each
-        // accumulator's chain waits for one MMA per k-step round, not per instruction.
-        for (int st = 0; st < ns; ++st)
-          for (int m = 0; m < tiles_m; ++m) {
-            const std::string x = path.has_weight ? "o." + wf(n, v, m) + " * o." + xf(a, m, st)
-                                                  : "o." + xf(a, m, st);
-            w.open("{");
-            w("const real x = " + x + ";");
-            for (int t = 0; t < tiles_k; ++t) {
-              const int at = (m * tiles_k + t) * 2;
-              w("mma_f64(acc[" + str(at) + "], acc[" + str(at + 1) + "], x, b[" + str(st) + "][" +
-                str(t) + "]);");
+        // The double forward: (w dx + dW x) M(Y) + (w x) M(dY), one B set live at a time.
+        for (const char* y : dbl ? std::vector<const char*>{"ys", "dys"}
+                                 : std::vector<const char*>{"ys"}) {
+          const bool by_dy = std::string(y) == "dys";
+          w("mma_fragments<" + str(ns) + ", " + str(tiles_k) + ", kMatrixJ>(b, kMFj" + str(n) +
+            ", kMFc" + str(n) + ", " + y + " + " + str(b2.offset + v * b2.dim()) + ");");
+          // k-step outermost: consecutive MMAs go to different accumulators, so that each
+          // accumulator's chain waits for one MMA per k-step round, not per instruction.
+          for (int st = 0; st < ns; ++st)
+            for (int m = 0; m < tiles_m; ++m) {
+              const std::string x = "o." + xf(a, m, st), wv = "o." + wf(n, v, m);
+              std::string e = x;
+              if (dbl && !by_dy)
+                e = path.has_weight ? "madd(" + wv + ", o." + dxf(a, m, st) + ", o." +
+                                          dwf(n, v, m) + " * " + x + ")"
+                                    : "o." + dxf(a, m, st);
+              else if (path.has_weight)
+                e = wv + " * " + x;
+              w.open("{");
+              w("const real x = " + e + ";");
+              for (int t = 0; t < tiles_k; ++t) {
+                const int at = (m * tiles_k + t) * 2;
+                w("mma_f64(acc[" + str(at) + "], acc[" + str(at + 1) + "], x, b[" + str(st) +
+                  "][" + str(t) + "]);");
+              }
+              w.close();
             }
-            w.close();
-          }
+        }
         w.close();
       }
     }
@@ -952,7 +985,7 @@ class ModuleEmitter {
 
   // The same sum on the tensor cores (Group::mma): P_ik over the warp's 32 nc channels by
   // mma_pairs from the rows in memory, stored dense (i d3 + k) into pp by mma_store_pairs.
-  // Double passes: P = sum_u (w dx_ui + dW x_ui) g_uk, as two sums into the same fragments.
+  // Double passes: P = sum_u (w dx_ui + dW x_ui) g_uk, A formed as it loads (mma_pairs_double).
   void emit_mma_pairs(Writer& w, const Group& g, int n, int v, bool dbl) {
     const TpPath& path = p_.paths()[n];
     const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2], &b3 = p_.out()[path.out];
@@ -960,21 +993,25 @@ class ModuleEmitter {
     const std::string tiles = str(mt) + ", " + str(nt);
     const std::string shape =
         tiles + ", " + str(g.lane_channels) + ", " + str(d1) + ", " + str(d3);
-    const std::string rows = ", o.gr + " + str(b3.offset) + ", ";
+    const std::string rows = "o.gr + " + str(b3.offset) + ", ";
     const std::string tail = ", " + str(b2.mul) + ", u0 - lane, " + str(g.mul) + ");";
-    const std::string wat = " + " + str(path.weight_offset + v);
+    const std::string x1 = " + " + str(b1.offset), wat = " + " + str(path.weight_offset + v);
     w("real pa[" + str(mt) + "][" + str(nt) + "][2] = {};");
-    // (a, weights) of each sum: x by W (backward), dx by W and x by dW (double).
-    std::vector<std::pair<std::string, std::string>> sums;
-    const std::string x = dbl ? "o.dxr" : "o.xr";
-    sums.push_back({x, path.has_weight ? "o.wr" : ""});
-    if (dbl && path.has_weight) sums.push_back({"o.xr", "o.dwr"});
-    for (const auto& [a, wt] : sums) {
-      std::string cond = a == "o.xr" ? "" : a;
+    if (dbl && path.has_weight) {
+      auto row = [](const std::string& r, const std::string& at) {
+        return r + " ? " + r + at + " : nullptr";
+      };
+      w("mma_pairs_double<" + shape + ">(pa, o.xr" + x1 + ", " + row("o.dxr", x1) + ", " + rows +
+        row("o.wr", wat) + ", " + row("o.dwr", wat) + tail);
+    } else {
+      // x by W (backward), dx alone (a double pass's instruction without weights).
+      const std::string a = dbl ? "o.dxr" : "o.xr";
+      const std::string wt = path.has_weight ? "o.wr" : "";
+      std::string cond = dbl ? a : "";
       if (!wt.empty()) cond += (cond.empty() ? "" : " && ") + wt;
-      const std::string call =
-          "mma_pairs<" + shape + ", " + (wt.empty() ? "false" : "true") + ">(pa, " + a + " + " +
-          str(b1.offset) + rows + (wt.empty() ? "nullptr" : wt + wat) + tail;
+      const std::string call = "mma_pairs<" + shape + ", " + (wt.empty() ? "false" : "true") +
+                               ">(pa, " + a + x1 + ", " + rows +
+                               (wt.empty() ? "nullptr" : wt + wat) + tail;
       w(cond.empty() ? call : "if (" + cond + ") " + call);
     }
     w("mma_store_pairs<" + tiles + ", " + str(d1) + ", " + str(d3) + ">(pp, pa);");
@@ -1578,7 +1615,7 @@ class ModuleEmitter {
   const Schedule& s_;
   const bool looped_;
   bool any_matrix_ = false;
-  bool forward_mma_ = false;  // a forward group on the tensor cores (Group::mma)
+  bool forward_mma_ = false;  // a (double) forward group on the tensor cores (Group::mma)
   bool any_mma_ = false;      // a group of any pass on the tensor cores
 };
 

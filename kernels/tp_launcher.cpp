@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <numeric>
 
 #include "cuda_driver.h"
 #include "emit_conv.h"
@@ -181,9 +182,19 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
   const std::size_t n = ps.groups.size();
   streams = std::max(1, streams);
   GroupOverlap o;
+  o.order.resize(n);
+  std::iota(o.order.begin(), o.order.end(), 0);
   o.stream.resize(n);
   o.waits.resize(n);
   o.signals.assign(n, 0);
+  if (is_receiver_pass(ps.pass) && ps.launch.longest_first) {
+    std::stable_sort(o.order.begin(), o.order.end(), [&](int a, int b) {
+      return ps.groups[std::size_t(a)].lane_work > ps.groups[std::size_t(b)].lane_work;
+    });
+    for (std::size_t k = 0; k < n; ++k)
+      o.stream[std::size_t(o.order[k])] = int(k % std::size_t(streams));
+    return o;
+  }
   // The last group so far that wrote each in1 (grad_x) and in2 (grad_Y) block of a sender pass.
   std::vector<int> last_x, last_y;
   for (std::size_t g = 0; g < n; ++g) {
@@ -302,7 +313,8 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
     for (int i = 0; i + 1 < streams; ++i)
       CLEBSCH_CU_CHECK(StreamWaitEvent(side_streams_[i], fork_, 0));
   }
-  for (int g = 0; g < plan.num_launches; ++g) {
+  for (int k = 0; k < plan.num_launches; ++k) {
+    const int g = overlap.order[std::size_t(k)];
     const int si = streams > 1 ? overlap.stream[std::size_t(g)] : 0;
     const CUstream st = si == 0 ? stream : side_streams_[std::size_t(si - 1)];
     if (streams > 1)

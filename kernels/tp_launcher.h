@@ -105,15 +105,19 @@ struct LaunchPlan {
   }
 };
 
-/// How the group kernels of a pass overlap on @p streams streams: group g runs on stream[g] (0:
+/// How the group kernels of a pass overlap on @p streams streams: the groups are launched in
+/// order[] (group order, or a receiver pass's longest chains first), group g on stream[g] (0:
 /// the caller's stream, i > 0: the launcher's side stream i - 1) once the groups in waits[g],
 /// each on another stream, have finished; signals[g]: a later group waits for g. Receiver-pass
-/// groups write disjoint output blocks and go round-robin with no waits. A sender-pass group
-/// adds into grad_x of its in1 blocks and grad_Y of its in2 blocks, so every two groups that
-/// share such a block keep their order in the pass (the later one waits for the earlier, or
-/// follows it on the same stream): each block is summed in the order of one stream, and the
-/// result, bits included in deterministic mode, is that of one group after the other.
+/// groups write disjoint output blocks and go round-robin in launch order with no waits. A
+/// sender-pass group adds into grad_x of its in1 blocks and grad_Y of its in2 blocks, so every
+/// two groups that share such a block keep their order in the pass (the later one waits for
+/// the earlier, or follows it on the same stream): each block is summed in the order of one
+/// stream, and the result, bits included in deterministic mode, is that of one group after the
+/// other.
 struct GroupOverlap {
+  /// The launch order: every group once (LaunchConfig::longest_first, else 0, 1, ...).
+  std::vector<int> order;
   std::vector<int> stream;
   std::vector<std::vector<int>> waits;
   std::vector<char> signals;

@@ -137,23 +137,26 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
 // A float64 forward group on the tensor cores: per lane, the accumulator fragments of its
 // 4 lane_channels row tiles (8 channels each) times ceil(d3 / 8) column tiles (two values
 // each), the edge's operands of every row tile (an x entry per in1 block and k-step and a W per
-// weight, all loaded before the MMAs so that their latency overlaps the B build) and the B
-// fragments of one instruction's M (ceil(d1 / 4) k-steps by the column tiles); lane_channels is
-// the largest power of two (at most max_lane_channels and the 32-channel chunks) within
-// mma_lane_registers.
+// weight, all loaded before the MMAs so that their latency overlaps the B build; the double
+// forward also dx and dW) and the B fragments of one instruction's M (ceil(d1 / 4) k-steps by
+// the column tiles; the double forward builds M(Y)'s and then M(dY)'s in the same registers);
+// lane_channels is the largest power of two (at most max_lane_channels and the 32-channel
+// chunks) within mma_lane_registers.
 void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int chunks32,
-                  int weights) {
+                  int weights, bool dbl) {
   const int tiles_k = (p.out()[std::size_t(g.out_blocks.at(0))].dim() + 7) / 8;
   int steps = 0, x_steps = 0;
   for (int a : g.in1_blocks) {
     steps = std::max(steps, (p.in1()[std::size_t(a)].dim() + 3) / 4);
     x_steps += (p.in1()[std::size_t(a)].dim() + 3) / 4;
   }
+  if (dbl) x_steps *= 2, weights *= 2;
   auto values = [&](int nc) {
     return nc * 4 * (2 * tiles_k + x_steps + weights) + steps * tiles_k;
   };
   g.mma = true;
   g.prefetch = false;
+  const long long work_per_channel = g.lane_work / g.lane_channels;
   g.lane_channels = 1;
   while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
          values(2 * g.lane_channels) * 2 <= o.mma_lane_registers)
@@ -161,6 +164,7 @@ void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int ch
   g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
   g.live_values = values(g.lane_channels);
   g.operand_values = g.lane_channels * 4 * (x_steps + weights);
+  g.lane_work = work_per_channel * g.lane_channels;
 }
 
 // Matrix CG form: one group per output block (its instructions share the block's accumulators),
@@ -172,16 +176,18 @@ void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int ch
 std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o,
                                  const DeviceLimits& limits) {
   std::vector<Group> groups;
-  const bool mma = pass == Pass::kForward && p.dtype() == DType::kFloat64 &&
-                   o.mma_float64 != kMmaNever && limits.sm_major >= 8;
+  const int receiver_mma = pass == Pass::kForward         ? o.mma_float64
+                           : pass == Pass::kDoubleForward ? o.mma_double_forward
+                                                          : kMmaNever;
+  const bool mma = receiver_mma != kMmaNever && p.dtype() == DType::kFloat64 &&
+                   limits.sm_major >= 8;
   // Sender passes on the tensor cores: the backward's groups by mma_backward, the double
   // backward's by mma_double_backward.
   const int sender_mma = is_receiver_pass(pass) || p.dtype() != DType::kFloat64 ||
                                  limits.sm_major < 8
                              ? kMmaNever
                          : pass == Pass::kBackward ? o.mma_backward
-                         : o.mma_double_backward   ? kMmaAlways
-                                                   : kMmaNever;
+                                                   : o.mma_double_backward;
   // Per group, what mma_channels() needs and whether the SIMT lanes are register-limited.
   struct MmaCandidate {
     int chunks32, weights;
@@ -237,6 +243,11 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     }
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
     g.live_values = g.lane_channels * per_channel + per_lane;
+    for (int n : g.paths) {
+      const TpPath& path = p.paths()[std::size_t(n)];
+      g.lane_work += (long long)g.lane_channels * p.in2()[path.in2].mul *
+                     p.in1()[path.in1].dim() * d3;
+    }
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
     const bool limited = g.lane_channels < std::min(o.max_lane_channels, chunks32);
@@ -246,11 +257,13 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
   if (!mma) return groups;
   std::size_t limited = 0;
   for (const MmaCandidate& c : shape) limited += c.register_limited;
-  const bool all = o.mma_float64 == kMmaAlways ||
-                   double(limited) >= o.mma_all_share * double(groups.size());
+  // The share rule was measured in the forward only.
+  const bool all = receiver_mma == kMmaAlways ||
+                   (pass == Pass::kForward &&
+                    double(limited) >= o.mma_all_share * double(groups.size()));
   for (std::size_t n = 0; n < groups.size(); ++n)
     if (all || shape[n].register_limited)
-      mma_channels(groups[n], p, o, shape[n].chunks32, shape[n].weights);
+      mma_channels(groups[n], p, o, shape[n].chunks32, shape[n].weights, is_double_pass(pass));
   return groups;
 }
 
@@ -398,6 +411,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     lc.streams = std::clamp(
         int(ps.groups.size()), 1,
         std::max(1, is_receiver_pass(pass) ? options.receiver_streams : options.sender_streams));
+    lc.longest_first = is_receiver_pass(pass) && options.receiver_longest_first;
     if (lc.shared_bytes > limits.max_shared_per_block)
       throw CapacityError(to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
                           " bytes of shared memory per block (" +

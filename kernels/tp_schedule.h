@@ -92,6 +92,10 @@ struct Group {
   int lane_channels = 1;
   /// Estimated live values per lane (the quantity the budget bounds).
   int live_values;
+  /// Matrix form: a lane's multiply-adds per edge (lane_channels times d1 d3 summed over the
+  /// instructions and Y channels), the length of one grid row's chain; 0 in the other forms.
+  /// Launch-only (LaunchConfig::longest_first).
+  long long lane_work = 0;
   /// Per-edge gathered operands per lane (x, dx, W, dW and grad_out values of the group).
   int operand_values;
   /// Load the next edge's operands while computing the current one (software pipelining:
@@ -131,6 +135,9 @@ struct LaunchConfig {
   /// sender passes' streams are left out of Schedule::str(), which heads the module source,
   /// so that they do not change the kernel cache key.
   int streams = 1;
+  /// Receiver passes: launch the groups by descending Group::lane_work, round-robin over the
+  /// streams in that order (ScheduleOptions::receiver_longest_first); launch-only.
+  bool longest_first = false;
 };
 
 /// The schedule of one pass.
@@ -210,6 +217,10 @@ struct ScheduleOptions {
   /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails
   /// (H200, high-l-5 deterministic forward: float32 2.44 -> 1.24 ms, float64 3.49 -> 2.39).
   int receiver_streams = 8;
+  /// Launch a receiver pass's groups longest chain first (LaunchConfig::longest_first) rather
+  /// than in output-block order, which puts the largest l last: the longest rows then start
+  /// when the others are ending (list scheduling's tail). Launch-only.
+  bool receiver_longest_first = false;
   /// Most streams a sender pass's group kernels run on at once (LaunchConfig::streams): a
   /// sender group kernel holds one grid row of warps per sender, and the longest row sets its
   /// time, as in the receiver passes; 1: one group after the other. H200, deterministic,
@@ -235,6 +246,11 @@ struct ScheduleOptions {
   /// 154 limited) 7.75-7.78 against 8.01-8.06 ms, high-l-8 (40 of 215) 15.42-15.46 against
   /// 14.92-14.95; the share lies between the two.
   int mma_float64 = kMmaRegisterLimited;
+  /// The same for the double forward, (w dx + dW x) M(Y) + (w x) M(dY): dx and dW enter the A
+  /// fragments with x and W, M(Y)'s and M(dY)'s B fragments are built in turn. kMmaNever,
+  /// kMmaRegisterLimited (default: the groups whose SIMT lanes hold fewer than max_lane_channels
+  /// channels; the share rule is the forward's only) or kMmaAlways.
+  int mma_double_forward = kMmaRegisterLimited;
   int mma_lane_registers = 160;
   double mma_all_share = 0.15;
   /// Matrix form, float64 backward (sm_80 and later): grad_Y's pair products P_ik = sum_u
@@ -248,10 +264,12 @@ struct ScheduleOptions {
   /// groups), and 26.2 -> 17.9 (28 groups, two channels per lane on the tensor cores); two
   /// channels equal (36.0 / 36.3); four channels slower (7.2 -> 8.8).
   int mma_backward = kMmaRegisterLimited;
-  /// The same in the double backward (two sums per instruction: dx by W and x by dW). Off: it
-  /// was slower there in every class of group but one channel per lane, which broke even
-  /// (run 14: high-l-8 double backward 168 -> 185 ms summed over the groups).
-  bool mma_double_backward = false;
+  /// The same in the double backward, where P_ik = sum_u (w_u dx_ui + dW_u x_ui) g_uk: A is
+  /// formed as its fragments load, one sum as the SIMT lanes' (mma_pairs_double). The same
+  /// three values; the same rule by default. Run 14 summed dx by W and x by dW separately
+  /// (twice the MMAs) and lost in every class of group but one channel per lane, where it
+  /// broke even (high-l-8 double backward 168 -> 185 ms summed over the groups, kMmaAlways).
+  int mma_double_backward = kMmaRegisterLimited;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).

@@ -183,12 +183,14 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
 }
 
 // With mma_float64 kMmaAlways a float64 forward in the matrix form runs on the tensor cores:
-// fragment-ordered M tables and DMMAs in the forward groups only; float32 and kMmaNever keep the
-// shared-memory M.
+// fragment-ordered M tables and DMMAs in the forward groups only (mma_double_forward kMmaNever);
+// float32 and kMmaNever keep the shared-memory M. mma_double_forward kMmaAlways puts the double
+// forward there too: B fragments of M(Y) and M(dY), A of w dx + dW x and of w x.
 TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
   looped.mma_float64 = kMmaAlways;
+  looped.mma_double_forward = kMmaNever;
   const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
   const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   const auto forward = src.find("// ==== forward pass"), backward = src.find("// ==== backward");
@@ -205,40 +207,54 @@ TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
   looped.mma_float64 = kMmaNever;
   EXPECT_EQ(emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped)).find("mma_f64(acc["),
             std::string::npos);
+  looped.mma_double_forward = kMmaAlways;
+  const std::string dbl = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
+  const auto double_forward = dbl.find("// ==== double_forward");
+  ASSERT_NE(double_forward, std::string::npos);
+  EXPECT_EQ(dbl.find("mma_f64(acc["), dbl.find("mma_f64(acc[", double_forward));
+  EXPECT_NE(dbl.find("mma_fragments<", double_forward), std::string::npos);
+  EXPECT_NE(dbl.find(", dys + ", double_forward), std::string::npos);
+  EXPECT_NE(dbl.find("const real x = madd(o.w", double_forward), std::string::npos);
+  EXPECT_EQ(dbl.find("matrix_apply<", double_forward), std::string::npos);
   const TpProblem p32 = small_problem(DType::kFloat32, Accumulation::kDeterministic);
   looped.mma_float64 = kMmaAlways;
   EXPECT_EQ(emit_conv_module(p32, schedule(p32, DeviceLimits::h200(), looped)).find("kMFj"),
             std::string::npos);
 }
 
-// With mma_backward kMmaAlways and mma_double_backward every float64 sender group sums grad_Y's pair products on the tensor
-// cores: mma_pairs and the dense P tables in the backward and double backward, no transposed
-// reductions there, and no forward fragment tables (kMF) when the forward stays SIMT.
+// With mma_backward and mma_double_backward kMmaAlways every float64 sender group sums grad_Y's
+// pair products on the tensor cores: mma_pairs (double backward: mma_pairs_double) and the dense
+// P tables in the backward and double backward, no transposed reductions there, and no forward
+// fragment tables (kMF) when the forward stays SIMT.
 TEST(EmitConv, Float64SenderGroupsSumThePairProductsOnTheTensorCores) {
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
   looped.mma_float64 = kMmaNever;
   looped.mma_backward = kMmaAlways;
-  looped.mma_double_backward = true;
+  looped.mma_double_backward = kMmaAlways;
   const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
   const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   const auto backward = src.find("// ==== backward");
   ASSERT_NE(backward, std::string::npos);
   EXPECT_EQ(src.find("mma_pairs<"), src.find("mma_pairs<", backward));
-  EXPECT_NE(src.find("mma_pairs<", src.find("// ==== double_backward")), std::string::npos);
+  // The double backward sums (w dx + dW x) g once (A formed as it loads), not two sums.
+  const auto double_backward = src.find("// ==== double_backward");
+  ASSERT_NE(double_backward, std::string::npos);
+  EXPECT_NE(src.find("mma_pairs_double<", double_backward), std::string::npos);
+  EXPECT_EQ(src.find("if (o.dwr)", double_backward), std::string::npos);
   EXPECT_EQ(src.find("Transposed<", backward), std::string::npos);
   EXPECT_EQ(src.find("kMFj"), std::string::npos);
   for (std::size_t n = 0; n < p.paths().size(); ++n)
     if (!p.paths()[n].cg.empty())
       EXPECT_NE(src.find("kPdense" + std::to_string(n) + "["), std::string::npos) << n;
   looped.mma_backward = kMmaNever;
-  looped.mma_double_backward = false;
+  looped.mma_double_backward = kMmaNever;
   const std::string off = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   EXPECT_EQ(off.find("mma_pairs<"), std::string::npos);
   EXPECT_EQ(off.find("kPdense"), std::string::npos);
   EXPECT_NE(off.find("Transposed<", off.find("// ==== backward")), std::string::npos);
   looped.mma_backward = kMmaAlways;
-  looped.mma_double_backward = true;
+  looped.mma_double_backward = kMmaAlways;
   const TpProblem p32 = small_problem(DType::kFloat32, Accumulation::kDeterministic);
   EXPECT_EQ(emit_conv_module(p32, schedule(p32, DeviceLimits::h200(), looped)).find("mma_pairs<"),
             std::string::npos);

@@ -215,7 +215,7 @@ class Emulated : public ::testing::TestWithParam<Case> {
     so.matrix_cg_double = c.matrix_double;
     so.mma_float64 = c.mma ? kMmaAlways : kMmaNever;
     so.mma_backward = c.mma ? kMmaAlways : kMmaNever;
-    so.mma_double_backward = c.mma;
+    so.mma_double_backward = so.mma_double_forward = c.mma ? kMmaAlways : kMmaNever;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);

@@ -71,7 +71,7 @@ ScheduleOptions options_of(const Case& c) {
     o.loop_cg_above = 0;
     o.mma_float64 = kMmaAlways;
     o.mma_backward = kMmaAlways;
-    o.mma_double_backward = true;
+    o.mma_double_backward = o.mma_double_forward = kMmaAlways;
   }
   return o;
 }
@@ -98,6 +98,8 @@ TEST_P(CompilesToSm90, GeneratedModule) {
   if (c.tensor_cores) {
     EXPECT_NE(src.find("mma_f64(acc["), std::string::npos);
     EXPECT_NE(src.find("mma_pairs<"), std::string::npos);
+    EXPECT_NE(src.find("mma_pairs_double<"), std::string::npos);
+    EXPECT_NE(src.find("mma_f64(acc[", src.find("// ==== double_forward")), std::string::npos);
   }
   CompileOptions o = no_cache();
   o.verbose = true;

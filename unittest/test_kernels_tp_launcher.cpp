@@ -105,7 +105,8 @@ class KernelVsHost : public ::testing::TestWithParam<GpuCase> {
     ScheduleOptions so;
     if (c.looped) so.loop_cg_above = 0;
     if (c.mma)
-      so.mma_float64 = so.mma_backward = kMmaAlways, so.mma_double_backward = true;
+      so.mma_float64 = so.mma_double_forward = so.mma_backward = so.mma_double_backward =
+          kMmaAlways;
     const TpLauncher launcher = TpLauncher::create(tp, c.dtype, c.acc, {}, so);
     const bool det = c.acc == Accumulation::kDeterministic;
     // Two draws: the kernels must compute the function on any input, not on one.
@@ -327,6 +328,41 @@ TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
         EXPECT_TRUE(one.waits[g].empty());
       }
     }
+  }
+}
+
+// receiver_longest_first: a receiver pass launches every group once, by non-increasing lane
+// work (the chain of one grid row), round-robin over the streams in that order, so that the
+// largest l no longer starts last; the sender passes keep group order (their waits need it).
+TEST(GroupOverlap, ReceiverGroupsCanLaunchLongestChainFirst) {
+  const ConvShape shape = benchmark_shape("high-l-6");
+  const TpProblem problem = TpProblem::from_tensor_product(
+      conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), DType::kFloat64,
+      Accumulation::kDeterministic);
+  ScheduleOptions so;
+  so.receiver_longest_first = true;
+  const Schedule s = schedule(problem, DeviceLimits::h200(), so);
+  EXPECT_EQ(s.str(), schedule(problem, DeviceLimits::h200()).str()) << "launch-only";
+  for (const PassSchedule& ps : s.passes) {
+    const GroupOverlap o = group_overlap(ps, ps.launch.streams);
+    ASSERT_EQ(o.order.size(), ps.groups.size());
+    std::vector<int> sorted = o.order;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t k = 0; k < sorted.size(); ++k) ASSERT_EQ(sorted[k], int(k));
+    if (!is_receiver_pass(ps.pass)) {
+      for (std::size_t k = 0; k < o.order.size(); ++k) EXPECT_EQ(o.order[k], int(k));
+      continue;
+    }
+    for (std::size_t k = 0; k < o.order.size(); ++k) {
+      const Group& g = ps.groups[std::size_t(o.order[k])];
+      EXPECT_GT(g.lane_work, 0);
+      if (k > 0) EXPECT_GE(ps.groups[std::size_t(o.order[k - 1])].lane_work, g.lane_work);
+      EXPECT_EQ(o.stream[std::size_t(o.order[k])], int(k % std::size_t(ps.launch.streams)));
+      EXPECT_TRUE(o.waits[std::size_t(o.order[k])].empty());
+    }
+    // Output-block order puts the largest l last; longest first does not.
+    EXPECT_NE(o.order.front(), 0);
+    EXPECT_NE(o.order.back(), int(o.order.size()) - 1);
   }
 }
 

@@ -251,7 +251,25 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   }
   EXPECT_GT(limited7, 0);
   EXPECT_LT(limited7, ScheduleOptions().mma_all_share * double(g7.size()));
-  for (const Group& h : all.pass(Pass::kDoubleForward).groups) EXPECT_FALSE(h.mma);
+  // The double forward by its own option: by default its register-limited groups (no share
+  // rule), which at l = 8 are more than the forward's (x, dx, W, dW per channel).
+  ScheduleOptions double_never = never;
+  double_never.mma_double_forward = kMmaNever;
+  const Schedule double_simt = schedule(p, DeviceLimits::h200(), double_never);
+  const std::vector<Group>&d = s.pass(Pass::kDoubleForward).groups,
+                         &d_simt = double_simt.pass(Pass::kDoubleForward).groups;
+  ASSERT_EQ(d.size(), d_simt.size());
+  int on_double = 0;
+  for (std::size_t b = 0; b < d.size(); ++b) {
+    EXPECT_FALSE(d_simt[b].mma);
+    EXPECT_EQ(d[b].mma, d_simt[b].lane_channels < 4) << "double forward group " << b;
+    // One 32-channel slice per warp is the least; more only within the register estimate.
+    if (d[b].mma && d[b].lane_channels > 1)
+      EXPECT_LE(d[b].live_values * 2, ScheduleOptions().mma_lane_registers);
+    on_double += d[b].mma;
+  }
+  EXPECT_GT(on_double, limited);
+  EXPECT_LT(on_double, int(d.size()));
   DeviceLimits volta = DeviceLimits::h200();
   volta.sm_major = 7;
   for (const Schedule& without :
@@ -259,19 +277,30 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
         schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
                  DeviceLimits::h200(), always)})
     for (const Group& h : without.pass(Pass::kForward).groups) EXPECT_FALSE(h.mma);
+  ScheduleOptions double_always;
+  double_always.mma_double_forward = kMmaAlways;
+  for (const Schedule& without :
+       {schedule(p, volta, double_always),
+        schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
+                 DeviceLimits::h200(), double_always)})
+    for (const Group& h : without.pass(Pass::kDoubleForward).groups) EXPECT_FALSE(h.mma);
+  for (const Group& h : schedule(p, DeviceLimits::h200(), double_always)
+                            .pass(Pass::kDoubleForward)
+                            .groups)
+    EXPECT_TRUE(h.mma);
 }
 
-// By default the float64 backward's groups whose SIMT lanes would hold one channel of several
-// sum grad_Y's pair products on the tensor cores (and may then take more channels), the others
-// and the double backward keep the shuffles; float32 and pre-sm_80 devices never use them.
+// By default the float64 backward's and double backward's groups whose SIMT lanes would hold one
+// channel of several sum grad_Y's pair products on the tensor cores (and may then take more
+// channels), the others keep the shuffles; float32 and pre-sm_80 devices never use them.
 TEST(Schedule, Float64BackwardGroupsOfOneChannelPerLaneUseTheTensorCores) {
   const ConvShape shape = benchmark_shape("high-l-8");
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
   const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat64, Accumulation::kAtomic);
   ScheduleOptions never, every;
-  never.mma_backward = kMmaNever;
+  never.mma_backward = never.mma_double_backward = kMmaNever;
   every.mma_backward = kMmaAlways;
-  every.mma_double_backward = true;
+  every.mma_double_backward = kMmaAlways;
   const Schedule s = schedule(p, DeviceLimits::h200()), simt = schedule(p, DeviceLimits::h200(), never);
   const std::vector<Group>&g = s.pass(Pass::kBackward).groups,
                          &g_simt = simt.pass(Pass::kBackward).groups;
@@ -292,7 +321,18 @@ TEST(Schedule, Float64BackwardGroupsOfOneChannelPerLaneUseTheTensorCores) {
   }
   EXPECT_GT(on, 0);
   EXPECT_LT(on, int(g.size())) << "blocks of several channels per lane keep the shuffles";
-  for (const Group& h : s.pass(Pass::kDoubleBackward).groups) EXPECT_FALSE(h.mma);
+  // The double backward (x, dx, W, dW per channel) has more such groups than the backward.
+  const std::vector<Group>&d = s.pass(Pass::kDoubleBackward).groups,
+                         &d_simt = simt.pass(Pass::kDoubleBackward).groups;
+  ASSERT_EQ(d.size(), d_simt.size());
+  int on_double = 0;
+  for (std::size_t b = 0; b < d.size(); ++b) {
+    EXPECT_EQ(d[b].mma, d_simt[b].lane_channels == 1 && d_simt[b].chunks > 1)
+        << "block " << d[b].out_blocks.at(0);
+    on_double += d[b].mma;
+  }
+  EXPECT_GT(on_double, on);
+  EXPECT_LT(on_double, int(d.size()));
   for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
     for (const Group& h : schedule(p, DeviceLimits::h200(), every).pass(pass).groups)
       EXPECT_TRUE(h.mma);
