@@ -155,6 +155,8 @@ Options parse(int argc, char** argv) {
       o.schedule.mma_double_backward = std::stoi(value());
     } else if (a == "--mma") {
       o.schedule.mma_float64 = std::stoi(value());
+    } else if (a == "--mma-all-share") {
+      o.schedule.mma_all_share = std::stod(value());
     } else if (a == "--mma-double-forward") {
       o.schedule.mma_double_forward = std::stoi(value());
     } else if (a == "--threads") {
@@ -169,7 +171,7 @@ Options parse(int argc, char** argv) {
                   "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
                   "--sender-streams N "
                   "--matrix-prefetch-registers N "
-                  "--mma 0|1|2 --mma-double-forward 0|1|2 --mma-backward 0|1|2 "
+                  "--mma 0|1|2 --mma-all-share X --mma-double-forward 0|1|2 --mma-backward 0|1|2 "
                   "--mma-double-backward 0|1|2 "
                   "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
@@ -494,6 +496,7 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                            {"budget_float32", o.schedule.budget_float32},
                            {"budget_float64", o.schedule.budget_float64},
                            {"mma_float64", o.schedule.mma_float64},
+                           {"mma_all_share", o.schedule.mma_all_share},
                            {"mma_double_forward", o.schedule.mma_double_forward},
                            {"mma_backward", o.schedule.mma_backward},
                            {"mma_double_backward", o.schedule.mma_double_backward},

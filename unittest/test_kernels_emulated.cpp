@@ -93,7 +93,10 @@ class EmulatedModule {
   static std::vector<int> launch_order(const PassSchedule& ps, int launches) {
     const GroupOverlap o = group_overlap(ps, ps.launch.streams);
     std::vector<std::vector<int>> queue(std::size_t(ps.launch.streams));
-    for (int g = 0; g < launches; ++g) queue[std::size_t(o.stream[std::size_t(g)])].push_back(g);
+    for (int k = 0; k < launches; ++k) {
+      const int g = o.order[std::size_t(k)];
+      queue[std::size_t(o.stream[std::size_t(g)])].push_back(g);
+    }
     std::vector<char> done(std::size_t(launches), 0);
     std::vector<std::size_t> head(queue.size(), 0);
     std::vector<int> order;

@@ -291,9 +291,9 @@ TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
       const GroupOverlap o = group_overlap(ps, streams);
       ASSERT_EQ(o.stream.size(), ps.groups.size());
       if (is_receiver_pass(ps.pass)) {
-        for (std::size_t g = 0; g < o.stream.size(); ++g) {
-          EXPECT_EQ(o.stream[g], int(g % std::size_t(streams)));
-          EXPECT_TRUE(o.waits[g].empty());
+        for (std::size_t k = 0; k < o.order.size(); ++k) {
+          EXPECT_EQ(o.stream[std::size_t(o.order[k])], int(k % std::size_t(streams)));
+          EXPECT_TRUE(o.waits[k].empty());
         }
         continue;
       }
@@ -331,18 +331,24 @@ TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
   }
 }
 
-// receiver_longest_first: a receiver pass launches every group once, by non-increasing lane
-// work (the chain of one grid row), round-robin over the streams in that order, so that the
-// largest l no longer starts last; the sender passes keep group order (their waits need it).
-TEST(GroupOverlap, ReceiverGroupsCanLaunchLongestChainFirst) {
+// receiver_longest_first (the default): a receiver pass launches every group once, by
+// non-increasing lane work (the chain of one grid row), round-robin over the streams in that
+// order, so that the largest l no longer starts last; the sender passes keep group order (their
+// waits need it), and so does every pass with the option off.
+TEST(GroupOverlap, ReceiverGroupsLaunchLongestChainFirst) {
   const ConvShape shape = benchmark_shape("high-l-6");
   const TpProblem problem = TpProblem::from_tensor_product(
       conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), DType::kFloat64,
       Accumulation::kDeterministic);
-  ScheduleOptions so;
-  so.receiver_longest_first = true;
-  const Schedule s = schedule(problem, DeviceLimits::h200(), so);
-  EXPECT_EQ(s.str(), schedule(problem, DeviceLimits::h200()).str()) << "launch-only";
+  ScheduleOptions in_block_order;
+  in_block_order.receiver_longest_first = false;
+  const Schedule s = schedule(problem, DeviceLimits::h200());
+  const Schedule off = schedule(problem, DeviceLimits::h200(), in_block_order);
+  EXPECT_EQ(s.str(), off.str()) << "launch-only";
+  for (const PassSchedule& ps : off.passes) {
+    const GroupOverlap o = group_overlap(ps, ps.launch.streams);
+    for (std::size_t k = 0; k < o.order.size(); ++k) EXPECT_EQ(o.order[k], int(k));
+  }
   for (const PassSchedule& ps : s.passes) {
     const GroupOverlap o = group_overlap(ps, ps.launch.streams);
     ASSERT_EQ(o.order.size(), ps.groups.size());
