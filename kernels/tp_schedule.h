@@ -242,11 +242,12 @@ struct ScheduleOptions {
   /// 14.566 / 16.377. The form pays where the SIMT form's registers cap a lane below
   /// max_lane_channels (M is then built for fewer channels either way and the SIMT lanes spill),
   /// so by default those groups use it, and every group once they are at least
-  /// mma_all_share of the forward's groups: the tensor-core lanes hold fewer registers, so the
-  /// overlapped group kernels share the SMs better, which pays once the limited groups are
-  /// many. Measured (run 12, 13), register-limited only against every group: high-l-7 (12 of
-  /// 154 limited) 7.75-7.78 against 8.01-8.06 ms, high-l-8 (40 of 215) 15.42-15.46 against
-  /// 14.92-14.95; the share lies between the two.
+  /// mma_all_share of the forward's groups. Measured (runs 12, 13), register-limited only
+  /// against every group, groups launched in output-block order: high-l-7 (12 of 154 limited)
+  /// 7.75-7.78 against 8.01-8.06 ms, high-l-8 (40 of 215) 15.42-15.46 against 14.92-14.95.
+  /// With receiver_longest_first (run 15) the SIMT groups overlap better and the register-
+  /// limited rule wins at high-l-8 too: 13.90 against 15.04 ms. So the share is 1 (every
+  /// group only when every group is limited).
   int mma_float64 = kMmaRegisterLimited;
   /// The same for the double forward, (w dx + dW x) M(Y) + (w x) M(dY): dx and dW enter the A
   /// fragments with x and W, M(Y)'s and M(dY)'s B fragments are built in turn. kMmaNever,
@@ -254,7 +255,7 @@ struct ScheduleOptions {
   /// channels; the share rule is the forward's only) or kMmaAlways.
   int mma_double_forward = kMmaRegisterLimited;
   int mma_lane_registers = 160;
-  double mma_all_share = 0.15;
+  double mma_all_share = 1.0;
   /// Matrix form, float64 backward (sm_80 and later): grad_Y's pair products P_ik = sum_u
   /// x_ui w_u g_uk summed over the warp's channels u on the tensor cores (m8n8k4 DMMAs, u as
   /// their k dimension, operands read from memory straight into fragments) instead of 32 pairs
