@@ -252,7 +252,10 @@ struct ScheduleOptions {
   /// The same for the double forward, (w dx + dW x) M(Y) + (w x) M(dY): dx and dW enter the A
   /// fragments with x and W, M(Y)'s and M(dY)'s B fragments are built in turn. kMmaNever,
   /// kMmaRegisterLimited (default: the groups whose SIMT lanes hold fewer than max_lane_channels
-  /// channels; the share rule is the forward's only) or kMmaAlways.
+  /// channels; the share rule is the forward's only) or kMmaAlways. H200 (bench/NOTES.md, run
+  /// 15), those groups' kernels alone, tensor cores against SIMT: high-l-8 35.8 against 44.4
+  /// ms (139 groups), high-l-6 7.9 against 8.8 (43); the whole double backward at high-l-5 and
+  /// -6 within 0.2 % of kMmaNever.
   int mma_double_forward = kMmaRegisterLimited;
   int mma_lane_registers = 160;
   double mma_all_share = 1.0;
@@ -272,6 +275,8 @@ struct ScheduleOptions {
   /// three values; the same rule by default. Run 14 summed dx by W and x by dW separately
   /// (twice the MMAs) and lost in every class of group but one channel per lane, where it
   /// broke even (high-l-8 double backward 168 -> 185 ms summed over the groups, kMmaAlways).
+  /// One sum (run 15), the rule's groups alone: high-l-8 120.5 against 130.6 ms (117 groups),
+  /// high-l-6 23.1 against 22.8 (32).
   int mma_double_backward = kMmaRegisterLimited;
 };
 
