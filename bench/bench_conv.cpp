@@ -147,8 +147,6 @@ Options parse(int argc, char** argv) {
       o.schedule.receiver_streams = std::stoi(value());
     } else if (a == "--receiver-longest-first") {
       o.schedule.receiver_longest_first = std::stoi(value()) != 0;
-    } else if (a == "--sender-longest-first") {
-      o.schedule.sender_longest_first = std::stoi(value()) != 0;
     } else if (a == "--sender-streams") {
       o.schedule.sender_streams = std::stoi(value());
     } else if (a == "--mma-backward") {
@@ -171,7 +169,7 @@ Options parse(int argc, char** argv) {
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
-                  "--sender-streams N --sender-longest-first 0|1 "
+                  "--sender-streams N "
                   "--matrix-prefetch-registers N "
                   "--mma 0|1|2 --mma-all-share X --mma-double-forward 0|1|2 --mma-backward 0|1|2 "
                   "--mma-double-backward 0|1|2 "
@@ -504,7 +502,6 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                            {"mma_double_backward", o.schedule.mma_double_backward},
                            {"receiver_streams", o.schedule.receiver_streams},
                            {"receiver_longest_first", o.schedule.receiver_longest_first},
-                           {"sender_longest_first", o.schedule.sender_longest_first},
                            {"sender_streams", o.schedule.sender_streams}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {

@@ -184,40 +184,38 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
   GroupOverlap o;
   o.order.resize(n);
   std::iota(o.order.begin(), o.order.end(), 0);
-  if (ps.launch.longest_first)
-    std::stable_sort(o.order.begin(), o.order.end(), [&](int a, int b) {
-      return ps.groups[std::size_t(a)].lane_work > ps.groups[std::size_t(b)].lane_work;
-    });
-  std::vector<int> at(n);  // each group's place in the launch order
-  for (std::size_t k = 0; k < n; ++k) at[std::size_t(o.order[k])] = int(k);
   o.stream.resize(n);
   o.waits.resize(n);
   o.signals.assign(n, 0);
+  if (is_receiver_pass(ps.pass) && ps.launch.longest_first) {
+    std::stable_sort(o.order.begin(), o.order.end(), [&](int a, int b) {
+      return ps.groups[std::size_t(a)].lane_work > ps.groups[std::size_t(b)].lane_work;
+    });
+    for (std::size_t k = 0; k < n; ++k)
+      o.stream[std::size_t(o.order[k])] = int(k % std::size_t(streams));
+    return o;
+  }
   // The last group so far that wrote each in1 (grad_x) and in2 (grad_Y) block of a sender pass.
   std::vector<int> last_x, last_y;
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t g = std::size_t(o.order[k]);
+  for (std::size_t g = 0; g < n; ++g) {
     const Group& group = ps.groups[g];
-    const int s = int(k % std::size_t(streams));
+    const int s = int(g % std::size_t(streams));
     o.stream[g] = s;
     if (is_receiver_pass(ps.pass)) continue;
-    // The latest conflicting group on each other stream, by launch place (earlier ones there
-    // precede it).
+    // The latest conflicting group on each other stream (earlier ones there precede it).
     std::vector<int> latest(std::size_t(streams), -1);
     auto after = [&](std::vector<int>& last, int block) {
       if (std::size_t(block) >= last.size()) last.resize(std::size_t(block) + 1, -1);
       const int before = last[std::size_t(block)];
-      if (before >= 0 && o.stream[std::size_t(before)] != s) {
-        int& l = latest[std::size_t(o.stream[std::size_t(before)])];
-        l = std::max(l, at[std::size_t(before)]);
-      }
+      if (before >= 0 && o.stream[std::size_t(before)] != s)
+        latest[std::size_t(o.stream[std::size_t(before)])] =
+            std::max(latest[std::size_t(o.stream[std::size_t(before)])], before);
       last[std::size_t(block)] = int(g);
     };
     for (int a : group.in1_blocks) after(last_x, a);
     for (int b : group.in2_blocks) after(last_y, b);
-    for (int place : latest)
-      if (place >= 0) {
-        const int before = o.order[std::size_t(place)];
+    for (int before : latest)
+      if (before >= 0) {
         o.waits[g].push_back(before);
         o.signals[std::size_t(before)] = 1;
       }

@@ -411,8 +411,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     lc.streams = std::clamp(
         int(ps.groups.size()), 1,
         std::max(1, is_receiver_pass(pass) ? options.receiver_streams : options.sender_streams));
-    lc.longest_first = is_receiver_pass(pass) ? options.receiver_longest_first
-                                              : options.sender_longest_first;
+    lc.longest_first = is_receiver_pass(pass) && options.receiver_longest_first;
     if (lc.shared_bytes > limits.max_shared_per_block)
       throw CapacityError(to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
                           " bytes of shared memory per block (" +

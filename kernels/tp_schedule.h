@@ -135,9 +135,8 @@ struct LaunchConfig {
   /// sender passes' streams are left out of Schedule::str(), which heads the module source,
   /// so that they do not change the kernel cache key.
   int streams = 1;
-  /// Launch the groups by descending Group::lane_work, round-robin over the streams in that
-  /// order (ScheduleOptions::receiver_longest_first, sender_longest_first); launch-only. A
-  /// sender pass's groups that share a gradient block keep their order in that sequence.
+  /// Receiver passes: launch the groups by descending Group::lane_work, round-robin over the
+  /// streams in that order (ScheduleOptions::receiver_longest_first); launch-only.
   bool longest_first = false;
 };
 
@@ -232,10 +231,6 @@ struct ScheduleOptions {
   /// Within 1 % either way on nequip-benzene, mace-large and nequip-water (N = 10,000), whose
   /// group kernels are several waves each.
   int sender_streams = 8;
-  /// The same longest-first launch for the sender passes (LaunchConfig::longest_first): groups
-  /// sharing a gradient block are summed in the new sequence's order (still one fixed order,
-  /// so deterministic mode keeps its bits run to run). Launch-only.
-  bool sender_longest_first = false;
   /// Matrix form, float64 forward (sm_80 and later): the contraction out[c][k] += (w x)[c][i]
   /// M[i][k] on the tensor cores, m8n8k4 DMMAs with the channels as rows, x (times W) as A and
   /// M(Y) as B: each lane builds its own B entries in registers, so there is no shared-memory
