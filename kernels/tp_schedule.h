@@ -221,7 +221,10 @@ struct ScheduleOptions {
   /// than in output-block order, which puts the largest l last: the longest rows then start
   /// when the others are ending (list scheduling's tail). Launch-only. H200, deterministic,
   /// N = 1,000 (bench/NOTES.md, run 15), forward off / on, ms: high-l-6 float32 2.079 / 1.920,
-  /// float64 4.550 / 3.894; high-l-8 6.692 / 6.363, 14.935 / 14.883.
+  /// float64 4.550 / 3.894; high-l-8 6.692 / 6.363, 14.935 / 14.883. Receiver groups store
+  /// whole blocks of their own, so any order gives the same bits. Sender passes keep group
+  /// order: their module stores in the first group that writes a gradient block and adds in
+  /// the later ones (run 15 call 4: launched longest first, every check failed).
   bool receiver_longest_first = true;
   /// Most streams a sender pass's group kernels run on at once (LaunchConfig::streams): a
   /// sender group kernel holds one grid row of warps per sender, and the longest row sets its
