@@ -890,9 +890,9 @@ class ModuleEmitter {
         w.open("{");
         w("real b[" + str(ns) + "][" + str(tiles_k) + "];");
         // The double forward: (w dx + dW x) M(Y) + (w x) M(dY), one B set live at a time.
-        for (const char* y : dbl ? std::vector<const char*>{"ys", "dys"}
-                                 : std::vector<const char*>{"ys"}) {
-          const bool by_dy = std::string(y) == "dys";
+        for (int set = 0; set < (dbl ? 2 : 1); ++set) {
+          const bool by_dy = set == 1;
+          const char* y = by_dy ? "dys" : "ys";
           w("mma_fragments<" + str(ns) + ", " + str(tiles_k) + ", kMatrixJ>(b, kMFj" + str(n) +
             ", kMFc" + str(n) + ", " + y + " + " + str(b2.offset + v * b2.dim()) + ");");
           // k-step outermost: consecutive MMAs go to different accumulators, so that each

@@ -243,11 +243,12 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     }
     g.chunks = (g.mul + kWarpSize * g.lane_channels - 1) / (kWarpSize * g.lane_channels);
     g.live_values = g.lane_channels * per_channel + per_lane;
-    for (int n : g.paths) {
-      const TpPath& path = p.paths()[std::size_t(n)];
-      g.lane_work += (long long)g.lane_channels * p.in2()[path.in2].mul *
-                     p.in1()[path.in1].dim() * d3;
-    }
+    if (is_receiver_pass(pass))
+      for (int n : g.paths) {
+        const TpPath& path = p.paths()[std::size_t(n)];
+        g.lane_work += (long long)g.lane_channels * p.in2()[path.in2].mul *
+                       p.in1()[path.in1].dim() * d3;
+      }
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
     g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
     const bool limited = g.lane_channels < std::min(o.max_lane_channels, chunks32);

@@ -92,8 +92,9 @@ struct Group {
   int lane_channels = 1;
   /// Estimated live values per lane (the quantity the budget bounds).
   int live_values;
-  /// Matrix form: a lane's multiply-adds per edge (lane_channels times d1 d3 summed over the
-  /// instructions and Y channels), the length of one grid row's chain; 0 in the other forms.
+  /// Matrix form, receiver passes: a lane's multiply-adds per edge (lane_channels times d1 d3
+  /// summed over the instructions and Y channels), the length of one grid row's chain; 0 in
+  /// the other forms and the sender passes (which launch in group order).
   /// Launch-only (LaunchConfig::longest_first).
   long long lane_work = 0;
   /// Per-edge gathered operands per lane (x, dx, W, dW and grad_out values of the group).
