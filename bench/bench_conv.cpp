@@ -130,7 +130,9 @@ Options parse(int argc, char** argv) {
       o.schedule.max_lane_channels = std::stoi(value());
     } else if (a == "--lane-registers") {
       o.schedule.matrix_lane_registers = o.schedule.matrix_lane_registers_float64 =
-          std::stoi(value());
+          o.schedule.matrix_lane_registers_float64_double = std::stoi(value());
+    } else if (a == "--lane-registers-double64") {
+      o.schedule.matrix_lane_registers_float64_double = std::stoi(value());
     } else if (a == "--matrix-cg") {
       o.schedule.matrix_cg = std::stoi(value()) != 0;
     } else if (a == "--matrix-cg-double") {
@@ -167,7 +169,8 @@ Options parse(int argc, char** argv) {
                   "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
                   "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--matrix-cg-double 0|1 "
-                  "--warps N --max-tile N --lane-channels N --lane-registers N --forward-budget32 N "
+                  "--warps N --max-tile N --lane-channels N --lane-registers N "
+                  "--lane-registers-double64 N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
                   "--sender-streams N "
                   "--matrix-prefetch-registers N "
@@ -502,6 +505,8 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                            {"mma_double_backward", o.schedule.mma_double_backward},
                            {"receiver_streams", o.schedule.receiver_streams},
                            {"receiver_longest_first", o.schedule.receiver_longest_first},
+                           {"matrix_lane_registers_float64_double",
+                            o.schedule.matrix_lane_registers_float64_double},
                            {"sender_streams", o.schedule.sender_streams}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {

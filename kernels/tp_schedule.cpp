@@ -195,7 +195,7 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
   };
   std::vector<MmaCandidate> shape;
   const int regs = size_of(p.dtype()) / 4;
-  const int lane_registers = matrix_lane_registers(p.dtype(), o);
+  const int lane_registers = matrix_lane_registers(p.dtype(), pass, o);
   for (std::size_t b = 0; b < p.out().size(); ++b) {
     Group g;
     g.out_blocks = {int(b)};
@@ -288,9 +288,10 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
   return largest > static_cast<std::size_t>(options.loop_cg_above);
 }
 
-int matrix_lane_registers(DType dtype, const ScheduleOptions& options) {
-  return dtype == DType::kFloat64 ? options.matrix_lane_registers_float64
-                                  : options.matrix_lane_registers;
+int matrix_lane_registers(DType dtype, Pass pass, const ScheduleOptions& options) {
+  if (dtype != DType::kFloat64) return options.matrix_lane_registers;
+  return is_double_pass(pass) ? options.matrix_lane_registers_float64_double
+                              : options.matrix_lane_registers_float64;
 }
 
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {

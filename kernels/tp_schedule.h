@@ -205,6 +205,12 @@ struct ScheduleOptions {
   /// builds and grad_Y reductions per channel. float32 stays at the measured 160.
   int matrix_lane_registers = 160;
   int matrix_lane_registers_float64 = 224;
+  /// The float64 estimate of the double passes, which hold x, dx, W and dW per channel: more
+  /// of their groups keep two or four channels per lane in SIMT instead of one on the tensor
+  /// cores. H200, deterministic double backward, 224 / 256, ms (bench/NOTES.md, run 16; three
+  /// interleaved runs at l = 6, two at l = 7): high-l-5 18.83 / 18.07, high-l-6 42.29-42.60 /
+  /// 41.69-41.81, high-l-7 79.06-79.12 / 79.82-79.85, high-l-8 146.84 / 147.22.
+  int matrix_lane_registers_float64_double = 256;
   int max_lane_channels = 4;
   /// Matrix form: prefetch the next edge's operands when they take at most this many 32-bit
   /// registers. 0: never. Its groups already hold 128-255 registers per lane, so that the
@@ -286,8 +292,8 @@ struct ScheduleOptions {
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).
 bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options);
-/// The matrix form's per-lane register estimate for @p dtype (ScheduleOptions).
-int matrix_lane_registers(DType dtype, const ScheduleOptions& options);
+/// The matrix form's per-lane register estimate for @p dtype in @p pass (ScheduleOptions).
+int matrix_lane_registers(DType dtype, Pass pass, const ScheduleOptions& options);
 /// Whether @p pass of @p problem's modules uses the matrix CG form (ScheduleOptions::matrix_cg).
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass);
 /// Row length (elements) of an M matrix of the matrix CG form: d values (d1 in a row k of M,

@@ -39,7 +39,7 @@ TEST_P(ScheduleShapes, CoversEveryPathOnceAndRespectsTheBudget) {
       EXPECT_EQ(g.chunks, (g.mul + 32 * g.lane_channels - 1) / (32 * g.lane_channels));
       EXPECT_TRUE(g.lane_channels == 1 || (matrix && g.lane_channels <= opt.max_lane_channels &&
                                            g.live_values * size_of(dtype) / 4 <=
-                                               matrix_lane_registers(dtype, opt)))
+                                               matrix_lane_registers(dtype, ps.pass, opt)))
           << to_string(ps.pass) << " " << g.lane_channels;
       if (matrix) EXPECT_EQ(g.out_blocks.size(), 1u);
       const int pass_budget =
@@ -159,6 +159,45 @@ TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
     one.max_lane_channels = 1;
     const Schedule single = schedule(p, DeviceLimits::h200(), one);
     for (const Group& g : single.pass(Pass::kForward).groups) EXPECT_EQ(g.lane_channels, 1);
+  }
+}
+
+// The float64 double passes (x, dx, W and dW per channel) take their lane channels from their own
+// register estimate, matrix_lane_registers_float64_double; the forward, the backward and every
+// float32 pass keep theirs.
+TEST(Schedule, Float64DoublePassesHaveTheirOwnLaneRegisterEstimate) {
+  const ConvShape shape = benchmark_shape("high-l-6");
+  const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
+  ScheduleOptions fewer;
+  fewer.matrix_lane_registers_float64_double = 128;
+  for (DType d : {DType::kFloat32, DType::kFloat64}) {
+    const TpProblem p = TpProblem::from_tensor_product(tp, d, Accumulation::kDeterministic);
+    const Schedule s = schedule(p, DeviceLimits::h200());
+    const Schedule f = schedule(p, DeviceLimits::h200(), fewer);
+    int reduced = 0;
+    for (Pass pass : {Pass::kForward, Pass::kBackward, Pass::kDoubleForward,
+                      Pass::kDoubleBackward}) {
+      const std::vector<Group>&a = s.pass(pass).groups, &b = f.pass(pass).groups;
+      ASSERT_EQ(a.size(), b.size());
+      const bool own = d == DType::kFloat64 && is_double_pass(pass);
+      for (std::size_t g = 0; g < a.size(); ++g) {
+        if (!own) {
+          EXPECT_EQ(a[g].lane_channels, b[g].lane_channels) << to_string(pass) << " " << g;
+          EXPECT_EQ(a[g].mma, b[g].mma) << to_string(pass) << " " << g;
+          continue;
+        }
+        if (!a[g].mma && !b[g].mma) {
+          EXPECT_LE(b[g].lane_channels, a[g].lane_channels) << to_string(pass) << " " << g;
+          if (b[g].lane_channels > 1)
+            EXPECT_LE(b[g].live_values * 2, 128) << to_string(pass) << " " << g;
+        }
+        reduced += a[g].lane_channels != b[g].lane_channels || a[g].mma != b[g].mma;
+      }
+    }
+    if (d == DType::kFloat64)
+      EXPECT_GT(reduced, 0);
+    else
+      EXPECT_EQ(reduced, 0);
   }
 }
 
