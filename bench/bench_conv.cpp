@@ -130,9 +130,12 @@ Options parse(int argc, char** argv) {
       o.schedule.max_lane_channels = std::stoi(value());
     } else if (a == "--lane-registers") {
       o.schedule.matrix_lane_registers = o.schedule.matrix_lane_registers_float64 =
-          o.schedule.matrix_lane_registers_float64_double = std::stoi(value());
-    } else if (a == "--lane-registers-double64") {
-      o.schedule.matrix_lane_registers_float64_double = std::stoi(value());
+          o.schedule.matrix_lane_registers_float64_double_forward =
+              o.schedule.matrix_lane_registers_float64_double_backward = std::stoi(value());
+    } else if (a == "--lane-registers-df64") {
+      o.schedule.matrix_lane_registers_float64_double_forward = std::stoi(value());
+    } else if (a == "--lane-registers-db64") {
+      o.schedule.matrix_lane_registers_float64_double_backward = std::stoi(value());
     } else if (a == "--matrix-cg") {
       o.schedule.matrix_cg = std::stoi(value()) != 0;
     } else if (a == "--matrix-cg-double") {
@@ -170,7 +173,7 @@ Options parse(int argc, char** argv) {
                   "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N "
-                  "--lane-registers-double64 N --forward-budget32 N "
+                  "--lane-registers-df64 N --lane-registers-db64 N --forward-budget32 N "
                   "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
                   "--sender-streams N "
                   "--matrix-prefetch-registers N "
@@ -505,8 +508,10 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                            {"mma_double_backward", o.schedule.mma_double_backward},
                            {"receiver_streams", o.schedule.receiver_streams},
                            {"receiver_longest_first", o.schedule.receiver_longest_first},
-                           {"matrix_lane_registers_float64_double",
-                            o.schedule.matrix_lane_registers_float64_double},
+                           {"matrix_lane_registers_float64_double_forward",
+                            o.schedule.matrix_lane_registers_float64_double_forward},
+                           {"matrix_lane_registers_float64_double_backward",
+                            o.schedule.matrix_lane_registers_float64_double_backward},
                            {"sender_streams", o.schedule.sender_streams}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {

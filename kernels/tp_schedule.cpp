@@ -290,8 +290,11 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
 
 int matrix_lane_registers(DType dtype, Pass pass, const ScheduleOptions& options) {
   if (dtype != DType::kFloat64) return options.matrix_lane_registers;
-  return is_double_pass(pass) ? options.matrix_lane_registers_float64_double
-                              : options.matrix_lane_registers_float64;
+  switch (pass) {
+    case Pass::kDoubleForward: return options.matrix_lane_registers_float64_double_forward;
+    case Pass::kDoubleBackward: return options.matrix_lane_registers_float64_double_backward;
+    default: return options.matrix_lane_registers_float64;
+  }
 }
 
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {

@@ -205,12 +205,16 @@ struct ScheduleOptions {
   /// builds and grad_Y reductions per channel. float32 stays at the measured 160.
   int matrix_lane_registers = 160;
   int matrix_lane_registers_float64 = 224;
-  /// The float64 estimate of the double passes, which hold x, dx, W and dW per channel: more
-  /// of their groups keep two or four channels per lane in SIMT instead of one on the tensor
-  /// cores. H200, deterministic double backward, 224 / 256, ms (bench/NOTES.md, run 16; three
-  /// interleaved runs at l = 6, two at l = 7): high-l-5 18.83 / 18.07, high-l-6 42.29-42.60 /
-  /// 41.69-41.81, high-l-7 79.06-79.12 / 79.82-79.85, high-l-8 146.84 / 147.22.
-  int matrix_lane_registers_float64_double = 256;
+  /// The float64 estimates of the double passes, which hold x, dx, W and dW per channel. The
+  /// double backward's is larger: more of its groups keep two or four channels per lane in SIMT
+  /// instead of one channel on the tensor cores' pair products. The double forward keeps 224: its
+  /// register-limited groups run on the tensor cores (mma_double_forward), which a larger
+  /// estimate would take back to spilling SIMT lanes. H200, deterministic double backward,
+  /// float64, ms (bench/NOTES.md, run 16), both 224 / both 256 / forward 224 and backward 256:
+  /// high-l-6 42.29-42.60 / 41.69-42.03 / 41.00, high-l-7 79.06-79.12 / 79.68-80.28 / 79.10;
+  /// both 256 at high-l-5 18.83 -> 18.07, high-l-8 146.84 -> 147.22.
+  int matrix_lane_registers_float64_double_forward = 224;
+  int matrix_lane_registers_float64_double_backward = 256;
   int max_lane_channels = 4;
   /// Matrix form: prefetch the next edge's operands when they take at most this many 32-bit
   /// registers. 0: never. Its groups already hold 128-255 registers per lane, so that the
