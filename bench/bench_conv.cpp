@@ -46,6 +46,9 @@ struct Options {
   int reps = 20;
   int warmup = 3;
   int verify_rows = 256;
+  /// Edges per problem times this (nodes unchanged): the extra device memory at two edge counts
+  /// shows whether anything the engine holds grows with E.
+  double edge_factor = 1.0;
   std::uint64_t seed = 2024;
   /// Measured device copy bandwidth (read + write) for the byte floors; 0: measure it here.
   double copy_bandwidth = 0;
@@ -100,6 +103,9 @@ Options parse(int argc, char** argv) {
       o.warmup = std::stoi(value());
     } else if (a == "--verify-rows") {
       o.verify_rows = std::stoi(value());
+    } else if (a == "--edge-factor") {
+      o.edge_factor = std::stod(value());
+      if (!(o.edge_factor > 0)) throw Error("--edge-factor must be positive");
     } else if (a == "--seed") {
       o.seed = std::stoull(value());
     } else if (a == "--copy-bandwidth") {
@@ -169,7 +175,7 @@ Options parse(int argc, char** argv) {
     } else {
       throw Error("unknown option " + a +
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
-                  "--reps N --warmup N --verify-rows N --seed N --copy-bandwidth B/s --json "
+                  "--reps N --warmup N --verify-rows N --edge-factor F --seed N --copy-bandwidth B/s --json "
                   "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N "
@@ -430,7 +436,8 @@ template <typename T>
 json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulation acc,
                 double bandwidth) {
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
-  const int N = shape.num_nodes, E = shape.num_edges;
+  const int N = shape.num_nodes;
+  const int E = std::max(1, static_cast<int>(std::lround(shape.num_edges * o.edge_factor)));
   const int d1 = tp.dim_in1(), d2 = tp.dim_in2(), dout = tp.dim_out(), nw = tp.weight_numel();
   std::mt19937_64 gen(o.seed);
   // Graph: receivers sorted (a neighbour list's order), senders random.
