@@ -212,7 +212,9 @@ struct ScheduleOptions {
   /// estimate would take back to spilling SIMT lanes. H200, deterministic double backward,
   /// float64, ms (bench/NOTES.md, run 16), both 224 / both 256 / forward 224 and backward 256:
   /// high-l-6 42.29-42.60 / 41.69-42.03 / 41.00, high-l-7 79.06-79.12 / 79.68-80.28 / 79.10;
-  /// both 256 at high-l-5 18.83 -> 18.07, high-l-8 146.84 -> 147.22.
+  /// both 256 at high-l-5 18.83 -> 18.07, high-l-8 146.84 -> 147.22. The atomic double backward
+  /// (run 17; at high l the faster mode) keeps 256 too, though its two-channel groups spill:
+  /// high-l-6 256 / 224 / 192: 39.15 / 40.50 / 41.69 ms, high-l-7 256 / 224: 71.68 / 70.80.
   int matrix_lane_registers_float64_double_forward = 224;
   int matrix_lane_registers_float64_double_backward = 256;
   int max_lane_channels = 4;
