@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -437,7 +438,10 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                 double bandwidth) {
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
   const int N = shape.num_nodes;
-  const int E = std::max(1, static_cast<int>(std::lround(shape.num_edges * o.edge_factor)));
+  const double edges_wanted = std::round(shape.num_edges * o.edge_factor);
+  if (edges_wanted > std::numeric_limits<int>::max())
+    throw Error("--edge-factor: more edges than the int32 edge indices hold");
+  const int E = std::max(1, static_cast<int>(edges_wanted));
   const int d1 = tp.dim_in1(), d2 = tp.dim_in2(), dout = tp.dim_out(), nw = tp.weight_numel();
   std::mt19937_64 gen(o.seed);
   // Graph: receivers sorted (a neighbour list's order), senders random.
