@@ -4,7 +4,7 @@
 // docs/kernels.md (CUTLASS-example style: Options, Result; verify, then time). For each
 // problem, dtype and accumulation mode: build the launcher (compile or cache), draw fresh random
 // inputs (never zeros), poison the outputs, run forward, backward and double backward once and
-// compare sampled output rows exactly against the float64 host reference (src/convolution.h on
+// compare sampled output rows exactly against the float64 host reference (src/o3/convolution.h on
 // the sub-graph of the sampled rows), then time forward, forward+backward and double backward
 // with CUDA events (warm-up, median of --reps runs), and report time / byte floor, the extra
 // device memory the engine took, registers per kernel and the schedule. Output: JSON lines and
@@ -25,13 +25,13 @@
 #include <thread>
 #include <vector>
 
-#include "conv_shapes.h"
-#include "convolution.h"
-#include "cuda_driver.h"
-#include "emit_conv.h"
-#include "error.h"
-#include "nvrtc_module.h"
-#include "tp_launcher.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/generator/emit_conv.h"
+#include "clebsch/support/error.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/generator/tp_launcher.h"
 
 namespace clebsch::cuda::bench {
 namespace {

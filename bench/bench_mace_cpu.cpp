@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// CPU benchmark of the MACE host engine (src/mace_engine.h): energy + forces of one structure,
+// CPU benchmark of the MACE host engine (src/engine/mace_engine.h): energy + forces of one structure,
 // timed per atom-step. The structure comes from a small safetensors file (positions [N,3],
 // cell [3,3] rows = lattice vectors, species [N], fully periodic) written by bench_mace_cpu.py,
 // which also times mace-torch on the same structure and checks this program's forces against
@@ -30,11 +30,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine.h"
-#include "error.h"
-#include "mace_engine.h"
-#include "model_reader.h"
-#include "safetensors.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/support/error.h"
+#include "clebsch/engine/mace_engine.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/model/safetensors.h"
 #include "bench_structure.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The CUDA MACE engine (kernels/cuda_engine.h) on a GPU, checked against the host engine, then
+// The CUDA MACE engine (kernels/engine/cuda_engine.h) on a GPU, checked against the host engine, then
 // timed. Following the CUTLASS examples: verify, then time.
 //   1. Every MACE model of --models-dir (the exported_models fixture) and the bundled model, on a
 //      small rattled fcc cell: device fp64 / fp32 / mixed against the host engine at the same
@@ -28,11 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda_driver.h"
-#include "cuda_engine.h"
-#include "error.h"
-#include "mace_engine.h"
-#include "model_reader.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
+#include "clebsch/support/error.h"
+#include "clebsch/engine/mace_engine.h"
+#include "clebsch/model/model_reader.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // Model-level benchmark driver: energy + forces of one MACE model on one periodic structure
-// through the Engine interface (src/engine.h), for each requested engine (the host engine of
+// through the Engine interface (src/engine/engine.h), for each requested engine (the host engine of
 // src/, the CUDA engine of kernels/) and precision. bench_mace_model.py builds the model and the
 // structure, times mace-torch on the same GPU and compares the forces this program writes.
 // Following the CUTLASS examples: Options from the command line, one Result per (engine,
@@ -33,19 +33,19 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_structure.h"
-#include "engine.h"
-#include "error.h"
-#include "mace_engine.h"
-#include "model_reader.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/support/error.h"
+#include "clebsch/engine/mace_engine.h"
+#include "clebsch/model/model_reader.h"
 
 #if defined(CLEBSCH_BENCH_CUDA)
-#include "cuda_driver.h"
-// The CUDA engine (kernels/cuda_engine.h: clebsch::cuda::make_cuda_engine(const model::Model&,
+#include "clebsch/cuda/device/cuda_driver.h"
+// The CUDA engine (kernels/engine/cuda_engine.h: clebsch::cuda::make_cuda_engine(const model::Model&,
 // Precision, const CudaEngineOptions&)) landed on main after this benchmark branched; it is
 // included when present. Built without it, the driver still runs the host engine and reports
 // the CUDA engine as not run.
 #if __has_include("cuda_engine.h")
-#include "cuda_engine.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
 #define CLEBSCH_BENCH_HAVE_CUDA_ENGINE 1
 #endif
 #endif

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "safetensors.h"
+#include "clebsch/support/error.h"
+#include "clebsch/model/safetensors.h"
 
 namespace clebsch::bench {
 

@@ -7,7 +7,7 @@
 #include "comm.h"
 #include "error.h"
 
-#include "irreps.h"
+#include "clebsch/o3/irreps.h"
 
 #include <exception>
 

@@ -11,8 +11,8 @@
 
 #include <memory>
 
-#include "engine.h"
-#include "model.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/model/model.h"
 
 namespace clebsch {
 

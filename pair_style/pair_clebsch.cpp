@@ -15,9 +15,9 @@
 
 #include "clebsch_pair_common.h"
 #include "cuda_engine_loader.h"
-#include "engine.h"
-#include "host_engine.h"
-#include "model_reader.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/engine/host_engine.h"
+#include "clebsch/model/model_reader.h"
 
 #include <algorithm>
 #include <cmath>

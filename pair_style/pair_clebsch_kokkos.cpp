@@ -17,8 +17,8 @@
 #include "utils.h"
 
 #include "clebsch_pair_common.h"
-#include "cuda_engine.h"
-#include "engine.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
+#include "clebsch/engine/engine.h"
 
 #include <algorithm>
 #include <exception>

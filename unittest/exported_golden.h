@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine.h"
+#include "clebsch/engine/engine.h"
 #include "exported_models_dir.h"
-#include "safetensors.h"
+#include "clebsch/model/safetensors.h"
 
 namespace clebsch::test {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine.h"
+#include "clebsch/engine/engine.h"
 
 namespace clebsch::test {
 

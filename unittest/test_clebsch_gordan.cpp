@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "clebsch_gordan.h"
-#include "error.h"
-#include "irreps.h"
-#include "wigner_d.h"
+#include "clebsch/o3/clebsch_gordan.h"
+#include "clebsch/support/error.h"
+#include "clebsch/o3/irreps.h"
+#include "clebsch/o3/wigner_d.h"
 
 namespace clebsch {
 namespace {

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "convolution.h"
-#include "error.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/support/error.h"
 #include "reference_data.h"
-#include "tensor_product.h"
-#include "wigner_d.h"
+#include "clebsch/o3/tensor_product.h"
+#include "clebsch/o3/wigner_d.h"
 
 namespace clebsch {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "clebsch_gordan.h"
-#include "irreps.h"
+#include "clebsch/o3/clebsch_gordan.h"
+#include "clebsch/o3/irreps.h"
 #include "reference_data.h"
 
 namespace clebsch {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "convolution.h"
+#include "clebsch/o3/convolution.h"
 #include "reference_data.h"
 
 namespace clebsch {

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <vector>
 
-#include "fully_connected_net.h"
+#include "clebsch/nn/fully_connected_net.h"
 #include "reference_data.h"
 
 namespace clebsch {

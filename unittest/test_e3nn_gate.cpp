@@ -8,7 +8,7 @@
 #include <iostream>
 #include <vector>
 
-#include "gate.h"
+#include "clebsch/nn/gate.h"
 #include "reference_data.h"
 
 namespace clebsch {

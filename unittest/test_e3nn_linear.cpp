@@ -8,7 +8,7 @@
 #include <iostream>
 #include <vector>
 
-#include "linear.h"
+#include "clebsch/nn/linear.h"
 #include "reference_data.h"
 
 namespace clebsch {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "irreps.h"
+#include "clebsch/o3/irreps.h"
 #include "reference_data.h"
-#include "spherical_harmonics.h"
+#include "clebsch/o3/spherical_harmonics.h"
 
 namespace clebsch {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "reference_data.h"
-#include "tensor_product.h"
+#include "clebsch/o3/tensor_product.h"
 
 namespace clebsch {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "irreps.h"
+#include "clebsch/o3/irreps.h"
 #include "reference_data.h"
-#include "wigner_d.h"
+#include "clebsch/o3/wigner_d.h"
 
 namespace clebsch {
 namespace {

@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The CUDA MACE engine (kernels/cuda_engine.h) against the host MACE engine (the reference,
+// The CUDA MACE engine (kernels/engine/cuda_engine.h) against the host MACE engine (the reference,
 // itself checked against mace-torch) on every MACE model of the exported_models fixture. Runs on
 // the emulated backend (the engine's device source compiled by the host compiler: no GPU
 // needed), and on the GPU as well when one is present. Per model and precision: energies, atom
@@ -25,14 +25,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_driver.h"
-#include "cuda_engine.h"
-#include "device_array.h"
-#include "error.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/support/error.h"
 #include "exported_models_dir.h"
-#include "mace_engine.h"
-#include "model.h"
-#include "model_reader.h"
+#include "clebsch/engine/mace_engine.h"
+#include "clebsch/model/model.h"
+#include "clebsch/model/model_reader.h"
 #include "owner_map_exchange.h"
 
 namespace clebsch::cuda {

@@ -43,12 +43,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine.h"
-#include "error.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/support/error.h"
 #include "exported_models_dir.h"
-#include "mace_engine.h"
-#include "model.h"
-#include "model_reader.h"
+#include "clebsch/engine/mace_engine.h"
+#include "clebsch/model/model.h"
+#include "clebsch/model/model_reader.h"
 #include "owner_map_exchange.h"
 
 namespace clebsch {

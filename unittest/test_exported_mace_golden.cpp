@@ -25,14 +25,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine.h"
-#include "error.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/support/error.h"
 #include "exported_golden.h"
-#include "mace_engine.h"
-#include "mace_kernels.h"
-#include "model.h"
-#include "model_reader.h"
-#include "safetensors.h"
+#include "clebsch/engine/mace_engine.h"
+#include "clebsch/engine/mace_kernels.h"
+#include "clebsch/model/model.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/model/safetensors.h"
 
 namespace clebsch {
 namespace {

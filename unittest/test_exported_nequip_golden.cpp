@@ -19,13 +19,13 @@
 #include <string>
 #include <vector>
 
-#include "engine.h"
-#include "error.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/support/error.h"
 #include "exported_golden.h"
-#include "model.h"
-#include "model_reader.h"
-#include "nequip_engine.h"
-#include "safetensors.h"
+#include "clebsch/model/model.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/engine/nequip_engine.h"
+#include "clebsch/model/safetensors.h"
 
 namespace clebsch {
 namespace {

@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "activation.h"
-#include "error.h"
-#include "fully_connected_net.h"
+#include "clebsch/nn/activation.h"
+#include "clebsch/support/error.h"
+#include "clebsch/nn/fully_connected_net.h"
 #include "reference_data.h"
 
 namespace clebsch {

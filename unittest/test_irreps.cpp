@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "irreps.h"
+#include "clebsch/support/error.h"
+#include "clebsch/o3/irreps.h"
 
 namespace clebsch {
 namespace {

@@ -10,11 +10,11 @@
 
 #include <algorithm>
 
-#include "emit_conv.h"
-#include "mace_cuda_source.h"
-#include "model_reader.h"
-#include "nvrtc_module.h"
-#include "tp_schedule.h"
+#include "clebsch/cuda/generator/emit_conv.h"
+#include "clebsch/cuda/engine/mace_cuda_source.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/generator/tp_schedule.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The cuBLAS route of GenericKernels::gemm (kernels/dense_gemm.h, kernels/cublas_loader.h):
+// The cuBLAS route of GenericKernels::gemm (kernels/device/dense_gemm.h, kernels/device/cublas_loader.h):
 //   - the loader fails cleanly (an error, no crash) when the library is missing or is not cuBLAS;
 //   - the routing rule: which GemmArgs become a cuBLAS call, and that the row-major ->
 //     column-major mapping is right, checked on the host by evaluating the planned column-major
@@ -20,11 +20,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "cublas_loader.h"
-#include "cuda_driver.h"
-#include "dense_gemm.h"
-#include "device_array.h"
-#include "generic_kernels.h"
+#include "clebsch/cuda/device/cublas_loader.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/device/dense_gemm.h"
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/generic_kernels.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -12,15 +12,15 @@
 #include <cstdlib>
 #include <random>
 
-#include "conv_runner.h"
-#include "convolution.h"
-#include "cuda_driver.h"
-#include "device_array.h"
-#include "error.h"
-#include "generic_kernels.h"
+#include "clebsch/cuda/engine/conv_runner.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/support/error.h"
+#include "clebsch/cuda/device/generic_kernels.h"
 #include "kernels/kernel_test_util.h"
-#include "mace_kernels.h"
-#include "nvrtc_module.h"
+#include "clebsch/engine/mace_kernels.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The engine building blocks of the device layer, one by one, against the host engine's own
-// kernels (src/mace_kernels.h, src/symmetric_contraction.h) on every op of the bundled MACE
+// kernels (src/engine/mace_kernels.h, src/nn/symmetric_contraction.h) on every op of the bundled MACE
 // model: DeviceLinear (o3.Linear and the species-selected skip_tp, forward and transpose, with
 // and without accumulation), DeviceMlp (the radial MLPs, forward and backward), and the sparse
 // symmetric-contraction tables (mace_contraction_tables.h) evaluated on the host against
@@ -10,16 +10,16 @@
 
 #include <random>
 
-#include "cuda_driver.h"
-#include "device_array.h"
-#include "device_linear.h"
-#include "device_mlp.h"
-#include "generic_kernels.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/nn/device_linear.h"
+#include "clebsch/cuda/nn/device_mlp.h"
+#include "clebsch/cuda/device/generic_kernels.h"
 #include "kernels/kernel_test_util.h"
-#include "mace_contraction_tables.h"
-#include "mace_kernels.h"
-#include "model_reader.h"
-#include "symmetric_contraction.h"
+#include "clebsch/cuda/engine/mace_contraction_tables.h"
+#include "clebsch/engine/mace_kernels.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/nn/symmetric_contraction.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The engines' edge orderings (kernels/edge_orderings.h), checked by brute force on random
+// The engines' edge orderings (kernels/graph/edge_orderings.h), checked by brute force on random
 // graphs: the sort by centre is stable, batches are whole centres within the edge cap (a centre
 // above the cap alone), and each batch's local receiver CSR and by-sender order describe exactly
 // its own edges, numbered from the batch's first. The device builder (edge_order_kernels.h, on
@@ -14,10 +14,10 @@
 #include <random>
 #include <vector>
 
-#include "device_backend.h"
-#include "edge_batch_budget.h"
-#include "edge_order_kernels.h"
-#include "edge_orderings.h"
+#include "clebsch/cuda/device/device_backend.h"
+#include "clebsch/cuda/graph/edge_batch_budget.h"
+#include "clebsch/cuda/graph/edge_order_kernels.h"
+#include "clebsch/cuda/graph/edge_orderings.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "conv_shapes.h"
-#include "emit_conv.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/cuda/generator/emit_conv.h"
 #include "kernels/kernel_test_util.h"
 
 namespace clebsch::cuda {

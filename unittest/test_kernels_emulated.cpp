@@ -16,11 +16,11 @@
 #include <sstream>
 #include <utility>
 
-#include "convolution.h"
-#include "emit_conv.h"
-#include "error.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/cuda/generator/emit_conv.h"
+#include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "tp_launcher.h"
+#include "clebsch/cuda/generator/tp_launcher.h"
 
 namespace clebsch::cuda {
 namespace {

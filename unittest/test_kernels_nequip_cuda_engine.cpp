@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The NequIP CUDA engine (kernels/nequip_cuda_engine.cpp, through make_cuda_engine) against the
+// The NequIP CUDA engine (kernels/engine/nequip_cuda_engine.cpp, through make_cuda_engine) against the
 // host NequIP engine, itself checked against the real nequip (test_exported_nequip_golden.cpp):
 // on the emulated backend always (no GPU needed: the device source is compiled by the host
 // compiler) and on the CUDA backend when a GPU is present. Models: the NequIP models of the
@@ -29,18 +29,18 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda_driver.h"
-#include "cuda_engine.h"
-#include "device_array.h"
-#include "edge_orderings.h"
-#include "error.h"
-#include "model.h"
-#include "model_reader.h"
-#include "nequip_cuda_source.h"
-#include "nequip_engine.h"
-#include "nvrtc_module.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/graph/edge_orderings.h"
+#include "clebsch/support/error.h"
+#include "clebsch/model/model.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/cuda/engine/nequip_cuda_source.h"
+#include "clebsch/engine/nequip_engine.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
 #include "owner_map_exchange.h"
-#include "safetensors.h"
+#include "clebsch/model/safetensors.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "conv_shapes.h"
-#include "cuda_driver.h"
-#include "emit_conv.h"
-#include "error.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/generator/emit_conv.h"
+#include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "nvrtc_module.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
 
 namespace clebsch::cuda {
 namespace {

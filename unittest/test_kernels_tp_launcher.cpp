@@ -1,17 +1,17 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // GPU tests of the generated convolution kernels (skipped without a device): forward,
-// backward and double backward equal the float64 host reference (src/convolution.h) within
+// backward and double backward equal the float64 host reference (src/o3/convolution.h) within
 // kTolFloat64 / kTolFloat32, with fresh random inputs and outputs poisoned with NaN before each
 // run (an unwritten value fails); deterministic mode is bitwise identical across runs; bad edge
 // indices are reported through the status word; can_run rejects what run cannot do. Swept over
 // the coverage shapes, float32 / float64, atomic / deterministic and sorted / shuffled receivers.
 #include <gtest/gtest.h>
 
-#include "convolution.h"
-#include "error.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "tp_launcher.h"
+#include "clebsch/cuda/generator/tp_launcher.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -6,10 +6,10 @@
 // the stable hash.
 #include <gtest/gtest.h>
 
-#include "conv_shapes.h"
-#include "error.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "tp_problem.h"
+#include "clebsch/cuda/generator/tp_problem.h"
 
 namespace clebsch::cuda {
 namespace {

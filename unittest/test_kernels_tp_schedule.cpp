@@ -8,10 +8,10 @@
 
 #include <set>
 
-#include "conv_shapes.h"
-#include "error.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "tp_schedule.h"
+#include "clebsch/cuda/generator/tp_schedule.h"
 
 namespace clebsch::cuda {
 namespace {

@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "error.h"
-#include "linear.h"
+#include "clebsch/support/error.h"
+#include "clebsch/nn/linear.h"
 #include "reference_data.h"
-#include "wigner_d.h"
+#include "clebsch/o3/wigner_d.h"
 
 namespace clebsch {
 namespace {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "convolution.h"
-#include "error.h"
-#include "mace_kernels.h"
-#include "model.h"
-#include "tensor_product.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/support/error.h"
+#include "clebsch/engine/mace_kernels.h"
+#include "clebsch/model/model.h"
+#include "clebsch/o3/tensor_product.h"
 
 namespace clebsch {
 namespace mace_detail {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "model_reader.h"
-#include "safetensors.h"
+#include "clebsch/support/error.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/model/safetensors.h"
 #include "safetensors_builder.h"
 
 namespace clebsch {

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "model_reader.h"
-#include "safetensors.h"
+#include "clebsch/support/error.h"
+#include "clebsch/model/model_reader.h"
+#include "clebsch/model/safetensors.h"
 
 #ifndef CLEBSCH_SEED_MODELS_DIR
 #error "CLEBSCH_SEED_MODELS_DIR must name unittest/potentials"

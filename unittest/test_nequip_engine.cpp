@@ -28,15 +28,15 @@
 #include <tuple>
 #include <vector>
 
-#include "activation.h"
-#include "engine.h"
-#include "error.h"
-#include "gate.h"
-#include "model.h"
-#include "nequip_engine.h"
+#include "clebsch/nn/activation.h"
+#include "clebsch/engine/engine.h"
+#include "clebsch/support/error.h"
+#include "clebsch/nn/gate.h"
+#include "clebsch/model/model.h"
+#include "clebsch/engine/nequip_engine.h"
 #include "owner_map_exchange.h"
-#include "tensor_product.h"
-#include "wigner_d.h"
+#include "clebsch/o3/tensor_product.h"
+#include "clebsch/o3/wigner_d.h"
 
 namespace clebsch {
 namespace {

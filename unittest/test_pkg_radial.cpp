@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "radial.h"
+#include "clebsch/nn/radial.h"
 #include "reference_data.h"
 
 namespace clebsch {

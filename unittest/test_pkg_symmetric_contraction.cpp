@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "reference_data.h"
-#include "symmetric_contraction.h"
+#include "clebsch/nn/symmetric_contraction.h"
 
 namespace clebsch {
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "radial.h"
+#include "clebsch/support/error.h"
+#include "clebsch/nn/radial.h"
 
 namespace clebsch {
 namespace {

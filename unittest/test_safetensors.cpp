@@ -8,8 +8,8 @@
 #include <cstring>
 #include <random>
 
-#include "error.h"
-#include "safetensors.h"
+#include "clebsch/support/error.h"
+#include "clebsch/model/safetensors.h"
 #include "safetensors_builder.h"
 
 using clebsch::ModelFormatError;

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "conv_shapes.h"
-#include "cuda_driver.h"
-#include "tensor_product.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/o3/tensor_product.h"
 
 namespace clebsch::cuda::test {
 

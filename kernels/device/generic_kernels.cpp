@@ -1,0 +1,123 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// Host side of the generic kernels (see generic_kernels.h).
+#include "clebsch/cuda/device/generic_kernels.h"
+
+#include <algorithm>
+
+#include "kernel_templates.h"
+
+namespace clebsch::cuda {
+namespace {
+
+const char* suffix(DType t) { return t == DType::kFloat32 ? "f32" : "f64"; }
+
+}  // namespace
+
+LaunchDims grid_for(long long n, unsigned threads) {
+  LaunchDims d;
+  d.threads = threads;
+  // Grid-stride loops: a capped grid covers any n; 65536 blocks saturate any current GPU.
+  const long long blocks = std::min<long long>((n + threads - 1) / threads, 65536);
+  d.grid_x = static_cast<unsigned>(std::max<long long>(blocks, n > 0 ? 1 : 0));
+  return d;
+}
+
+std::string generic_kernels_source() {
+  return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
+         templates::k_generic_kernels;
+}
+
+std::vector<KernelSpec> generic_kernel_specs() {
+  std::vector<KernelSpec> specs;
+  const char* one[][2] = {{"gemm", "GemmArgs"},
+                          {"fill", "FillArgs"},
+                          {"act_forward", "ActArgs"},
+                          {"act_backward", "ActArgs"},
+                          {"scale_rows", "ScaleRowsArgs"},
+                          {"row_dot", "RowDotArgs"}};
+  for (auto& k : one)
+    for (const char* s : {"f32", "f64"})
+      specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
+  const char* two[][2] = {{"axpby", "AxpbyArgs"}, {"segment_sum", "SegmentSumArgs"}};
+  for (auto& k : two)
+    for (const char* s : {"f32_f32", "f32_f64", "f64_f32", "f64_f64"})
+      specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
+  return specs;
+}
+
+GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backend_(backend) {
+  module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
+  // After load(): the backend has made its context current, which the cuBLAS handle binds to.
+  if (route == GemmRoute::kAuto)
+    dense_ = DenseGemm::create(backend_, &gemm_route_);
+  else
+    gemm_route_ = "generic GEMM kernel (requested)";
+}
+
+const DeviceKernel& GenericKernels::k(const std::string& base, DType t) const {
+  return module_->kernel("clebsch_" + base + "_" + suffix(t));
+}
+const DeviceKernel& GenericKernels::k2(const std::string& base, DType tx, DType ty) const {
+  return module_->kernel("clebsch_" + base + "_" + suffix(tx) + "_" + suffix(ty));
+}
+
+void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
+  if (dense_)
+    if (const std::optional<CublasGemmPlan> p = plan_cublas_gemm(a)) return dense_->run(t, *p, s);
+  backend_.launch(k("gemm", t), grid_for(a.batch * a.m * a.n), s, a);
+}
+void GenericKernels::fill(DType t, void* x, long long n, double value, Stream s) const {
+  backend_.launch(k("fill", t), grid_for(n), s, FillArgs{x, n, value});
+}
+void GenericKernels::axpby(DType tx, DType ty, const AxpbyArgs& a, Stream s) const {
+  backend_.launch(k2("axpby", tx, ty), grid_for(a.rows * a.cols), s, a);
+}
+void GenericKernels::act_forward(DType t, const ActArgs& a, Stream s) const {
+  backend_.launch(k("act_forward", t), grid_for(a.rows * (a.c1 - a.c0)), s, a);
+}
+void GenericKernels::act_backward(DType t, const ActArgs& a, Stream s) const {
+  backend_.launch(k("act_backward", t), grid_for(a.rows * (a.c1 - a.c0)), s, a);
+}
+void GenericKernels::total(const double* x, long long n, double* out, Stream s) const {
+  if (n != total_n_) {
+    const int bounds[2] = {0, static_cast<int>(n)};
+    total_bounds_.upload(bounds, 2, s);
+    backend_.synchronize(s);  // the upload reads a local
+    total_n_ = n;
+  }
+  segment_sum(DType::kFloat64, DType::kFloat64,
+              SegmentSumArgs{x, out, total_bounds_.data(), 1, 1, 0, 0}, s);
+}
+
+void GenericKernels::segment_sum(DType tx, DType tout, const SegmentSumArgs& a, Stream s) const {
+  backend_.launch(k2("segment_sum", tx, tout), grid_for(a.rows), s, a);
+}
+void GenericKernels::scale_rows(DType t, const ScaleRowsArgs& a, Stream s) const {
+  backend_.launch(k("scale_rows", t), grid_for(a.rows * a.cols), s, a);
+}
+void GenericKernels::row_dot(DType t, const RowDotArgs& a, Stream s) const {
+  backend_.launch(k("row_dot", t), grid_for(a.rows), s, a);
+}
+
+GemmArgs GenericKernels::dense(const void* A, const void* B, void* C, long long m, long long n,
+                               long long k, double alpha, double beta) {
+  GemmArgs g{};
+  g.a = A, g.b = B, g.c = C;
+  g.m = m, g.n = n, g.k = k, g.batch = 1;
+  g.lda = k, g.a_col = 1;
+  g.ldb = n, g.b_col = 1;
+  g.ldc = n, g.c_col = 1;
+  g.alpha = alpha, g.beta = beta;
+  return g;
+}
+
+AxpbyArgs GenericKernels::vector(const void* x, void* y, long long n, double alpha, double beta) {
+  AxpbyArgs a{};
+  a.x = x, a.y = y;
+  a.rows = 1, a.cols = n, a.ldx = n, a.ldy = n;
+  a.alpha = alpha, a.beta = beta;
+  return a;
+}
+
+}  // namespace clebsch::cuda

@@ -1,0 +1,97 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The generic device kernels (templates/generic_kernels.cuh.in, argument structs in
+// device_args.h) as one module built once per backend, with typed host entry points. These are
+// the layout-agnostic pieces every engine needs between its model-specific kernels: linears
+// (e3nn o3.Linear per instruction and m, species-selected maps, MLP layers) through one strided
+// GEMM, activations, row gathers/scatters with type conversion, CSR segment sums, row scaling.
+//
+// GEMM: our own kernel for the general case. It must run in the emulated backend (CI has no GPU),
+// take per-row weight selection (species-dependent linears without a batch per species) and
+// arbitrary element strides (mul_ir blocks of e3nn linears), and keep libclebsch_cuda free of
+// load-time CUDA dependencies. It is one output element per thread, in the network precision
+// (float32 never goes through TF32, so the model-spec tolerances hold). On the CUDA backend,
+// gemm() sends plain dense GEMMs (radial MLPs, l = 0 blocks of linears) to cuBLAS, loaded at run
+// time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the kernel); the
+// engines see one GemmArgs interface either way.
+#pragma once
+
+#include <memory>
+
+#include "clebsch/cuda/device/dense_gemm.h"
+#include "clebsch/cuda/templates/device_args.h"
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/device_backend.h"
+#include "clebsch/cuda/device/dtype.h"
+
+namespace clebsch::cuda {
+
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::kFloat64;
+}
+
+/// Launch shape of a grid-stride loop over @p n items (capped grid, @p threads per block).
+LaunchDims grid_for(long long n, unsigned threads = 256);
+
+/// The source of the generic module (device_args.h + generic_kernels.cuh.in), for engines that
+/// append their own kernels to it and for tests.
+std::string generic_kernels_source();
+/// The KernelSpecs of every generic kernel.
+std::vector<KernelSpec> generic_kernel_specs();
+
+/// Host entry points of the generic kernels. Every call is asynchronous on @p stream.
+class GenericKernels {
+ public:
+  /// Which implementation gemm() may use for plain dense GEMMs.
+  enum class GemmRoute {
+    kAuto,     ///< cuBLAS where DenseGemm::create gives one (CUDA backend, library loads)
+    kGeneric,  ///< always the generic kernel (tests comparing the two routes)
+  };
+  /// Builds (compiles or reads the cache) and loads the generic module on @p backend, and with
+  /// kAuto opens cuBLAS for it (see dense_gemm.h).
+  explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
+
+  /// cuBLAS when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
+  /// generic kernel.
+  void gemm(DType t, const GemmArgs& a, Stream s) const;
+  /// true when plain dense GEMMs go to cuBLAS; gemm_route() says why or why not.
+  bool uses_cublas() const { return dense_ != nullptr; }
+  const std::string& gemm_route() const { return gemm_route_; }
+  void fill(DType t, void* x, long long n, double value, Stream s) const;
+  void axpby(DType tx, DType ty, const AxpbyArgs& a, Stream s) const;
+  void act_forward(DType t, const ActArgs& a, Stream s) const;
+  void act_backward(DType t, const ActArgs& a, Stream s) const;
+  void segment_sum(DType tx, DType tout, const SegmentSumArgs& a, Stream s) const;
+  void scale_rows(DType t, const ScaleRowsArgs& a, Stream s) const;
+  void row_dot(DType t, const RowDotArgs& a, Stream s) const;
+  /// out[0] = sum of x[0:n] in index order (float64; deterministic): an engine's total energy.
+  void total(const double* x, long long n, double* out, Stream s) const;
+
+  /// Convenience: a plain row-major GEMM C[m][n] = alpha A[m][k] B[k][n] + beta C (lda = k...).
+  static GemmArgs dense(const void* A, const void* B, void* C, long long m, long long n,
+                        long long k, double alpha = 1.0, double beta = 0.0);
+  /// Convenience: y[0:n] = alpha x + beta y (one row).
+  static AxpbyArgs vector(const void* x, void* y, long long n, double alpha, double beta);
+
+  DeviceBackend& backend() const { return backend_; }
+
+ private:
+  const DeviceKernel& k(const std::string& base, DType t) const;
+  const DeviceKernel& k2(const std::string& base, DType tx, DType ty) const;
+  DeviceBackend& backend_;
+  std::unique_ptr<DeviceModule> module_;
+  std::unique_ptr<DenseGemm> dense_;  // null: every GEMM on the generic kernel
+  std::string gemm_route_;
+  // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
+  mutable DeviceArray<int> total_bounds_{backend_};
+  mutable long long total_n_ = -1;
+};
+
+}  // namespace clebsch::cuda

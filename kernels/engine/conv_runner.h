@@ -1,0 +1,59 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The generated uvu convolution (emit_conv.h) on any DeviceBackend: the same problem, schedule,
+// emitted module and launch plan (plan_launch) as TpLauncher, but built and launched through the
+// device layer, so that an engine runs it on the GPU and in the emulation alike. run() never
+// compiles and never allocates.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "clebsch/cuda/device/device_backend.h"
+#include "clebsch/cuda/graph/edge_orderings.h"
+#include "clebsch/cuda/generator/tp_launcher.h"
+
+namespace clebsch::cuda {
+
+/// The index arrays of edge batch @p batch of @p edges (edge_orderings.h) as a convolution of its
+/// own: edges numbered from the batch's first, receivers from its first centre, all
+/// @p num_nodes senders with the batch's by-sender CSR. The caller sets the operands.
+ConvBuffers batch_conv_buffers(const DeviceEdgeOrderings& edges, std::size_t batch,
+                               std::size_t num_nodes);
+
+class ConvRunner {
+ public:
+  /// Builds the problem of @p tp, schedules it for @p backend's limits (retrying with fewer warps
+  /// per block while shared memory does not fit), emits, compiles and loads the module.
+  /// @throws CapacityError for an unsupported product; CudaError.
+  ConvRunner(DeviceBackend& backend, const TensorProduct& tp, DType dtype,
+             Accumulation accumulation, ScheduleOptions options = {});
+  ~ConvRunner();
+  ConvRunner(const ConvRunner&) = delete;
+  ConvRunner& operator=(const ConvRunner&) = delete;
+
+  /// Launches @p pass on @p stream. @throws CapacityError when check_buffers() fails.
+  void run(Stream stream, Pass pass, const ConvBuffers& b) const;
+  /// Synchronises, returns and clears the status word (see TpLauncher::take_status).
+  std::uint32_t take_status(Stream stream);
+
+  const TpProblem& problem() const { return problem_; }
+  const Schedule& schedule() const { return schedule_; }
+  const std::string& source() const { return source_; }
+  /// The module's KernelSpecs (every pass and group), for compile-only checks.
+  static std::vector<KernelSpec> kernel_specs(const Schedule& schedule);
+
+ private:
+  DeviceBackend& backend_;
+  TpProblem problem_;
+  Schedule schedule_;
+  std::string source_;
+  std::unique_ptr<DeviceModule> module_;
+  unsigned int* status_ = nullptr;
+};
+
+/// DeviceLimits (tp_schedule.h) of a backend.
+DeviceLimits device_limits(const DeviceBackend& backend);
+
+}  // namespace clebsch::cuda

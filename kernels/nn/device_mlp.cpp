@@ -1,0 +1,130 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// DeviceMlp (see device_mlp.h).
+#include "clebsch/cuda/nn/device_mlp.h"
+
+#include <algorithm>
+
+#include "clebsch/support/error.h"
+
+namespace clebsch::cuda {
+
+template <class T>
+DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std::string& where)
+    : g0_(backend), g1_(backend) {
+  if (mlp.layers.empty()) throw ModelFormatError(where + ": MLP has no layers");
+  dim_in_ = mlp.layers.front().h_in;
+  int prev = dim_in_;
+  for (std::size_t l = 0; l < mlp.layers.size(); ++l) {
+    const auto& src = mlp.layers[l];
+    const std::string w = where + ".layers[" + std::to_string(l) + "]";
+    if (src.h_in != prev || src.h_out < 1 ||
+        src.weight.size() != static_cast<std::size_t>(src.h_in) * src.h_out)
+      throw ModelFormatError(w + ": layer maps " + std::to_string(src.h_in) + " -> " +
+                             std::to_string(src.h_out) + " with " +
+                             std::to_string(src.weight.size()) + " weights, previous layer gives " +
+                             std::to_string(prev));
+    Layer L;
+    L.h_in = src.h_in, L.h_out = src.h_out;
+    std::vector<T> ws(src.weight.size());
+    for (std::size_t k = 0; k < ws.size(); ++k)
+      ws[k] = static_cast<T>(src.weight_scale * src.weight[k]);
+    L.w = DeviceArray<T>(backend);
+    L.w.upload(ws);
+    L.bias = DeviceArray<T>(backend);
+    if (!src.bias.empty()) {
+      // The activation kernel adds the bias; MACE and NequIP MLPs have no bias at all.
+      if (!src.activation)
+        throw ModelFormatError(w + ": a bias without an activation is not supported on the GPU");
+      if (src.bias.size() != static_cast<std::size_t>(src.h_out))
+        throw ModelFormatError(w + ": bias has " + std::to_string(src.bias.size()) +
+                               " values, expected " + std::to_string(src.h_out));
+      L.bias.upload(std::vector<T>(src.bias.begin(), src.bias.end()));
+    }
+    if (src.activation) {
+      L.has_act = true;
+      L.kind = static_cast<int>(src.activation->kind);
+      L.cst = src.activation->cst;
+      L.out_scale = src.out_scale;
+    }
+    L.z = DeviceArray<T>(backend);
+    L.a = DeviceArray<T>(backend);
+    prev = src.h_out;
+    layers_.push_back(std::move(L));
+  }
+  dim_out_ = prev;
+  // The backward's intermediate gradients are the inputs of layers 1..n-1 (the hidden widths);
+  // the first layer's goes to the caller's gx and the output width is never stored here: for
+  // MACE's radial MLP that width (thousands of weights per edge) would dominate device memory.
+  for (std::size_t l = 1; l < layers_.size(); ++l)
+    max_hidden_ = std::max(max_hidden_, layers_[l].h_in);
+}
+
+template <class T>
+void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y,
+                           Stream s) {
+  const T* in = x;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Layer& L = layers_[l];
+    const bool last = l + 1 == layers_.size();
+    // Pre-activations are kept for the backward only where there is an activation.
+    if (L.has_act) L.z.resize(rows * L.h_out);
+    T* out = last ? y : (L.a.resize(rows * L.h_out), L.a.data());
+    // Without an activation the GEMM writes the output directly (plus bias in place).
+    T* z = L.has_act ? L.z.data() : out;
+    gk.gemm(dtype_of<T>(), GenericKernels::dense(in, L.w.data(), z, rows, L.h_out, L.h_in), s);
+    if (L.has_act) {
+      ActArgs a{};
+      a.z = z, a.a = out, a.g = nullptr, a.bias = L.bias.size() ? L.bias.data() : nullptr;
+      a.rows = rows, a.ld = L.h_out, a.c0 = 0, a.c1 = L.h_out;
+      a.kind = L.kind, a.cst = L.cst, a.out_scale = L.out_scale;
+      gk.act_forward(dtype_of<T>(), a, s);
+    }
+    in = out;
+  }
+}
+
+template <class T>
+void DeviceMlp<T>::backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s) {
+  g0_.resize(rows * max_hidden_);
+  g1_.resize(rows * max_hidden_);
+  T* g = gy;
+  T* bufs[2] = {g0_.data(), g1_.data()};
+  for (std::size_t l = layers_.size(); l-- > 0;) {
+    Layer& L = layers_[l];
+    if (L.has_act) {
+      ActArgs a{};
+      a.z = L.z.data(), a.g = g;
+      a.rows = rows, a.ld = L.h_out, a.c0 = 0, a.c1 = L.h_out;
+      a.kind = L.kind, a.cst = L.cst, a.out_scale = L.out_scale;
+      gk.act_backward(dtype_of<T>(), a, s);
+    }
+    T* out = l == 0 ? gx : bufs[l % 2];
+    // gx = g W^T: B(k = j, n = i) = W[i][j].
+    GemmArgs gg = GenericKernels::dense(g, L.w.data(), out, rows, L.h_in, L.h_out);
+    gg.ldb = 1, gg.b_col = L.h_out;
+    gk.gemm(dtype_of<T>(), gg, s);
+    g = out;
+  }
+}
+
+template <class T>
+std::size_t DeviceMlp<T>::scratch_per_row() const {
+  std::size_t n = 2 * static_cast<std::size_t>(max_hidden_);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const bool last = l + 1 == layers_.size();
+    n += static_cast<std::size_t>(layers_[l].h_out) * ((layers_[l].has_act ? 1 : 0) + (last ? 0 : 1));
+  }
+  return n;
+}
+
+template <class T>
+void DeviceMlp<T>::release_scratch() {
+  for (Layer& L : layers_) L.z.release(), L.a.release();
+  g0_.release(), g1_.release();
+}
+
+template class DeviceMlp<float>;
+template class DeviceMlp<double>;
+
+}  // namespace clebsch::cuda

@@ -1,0 +1,52 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// A dense MLP (model::Mlp, FORMAT.md §4.3: per layer z = (x W) weight_scale (+ bias), then with
+// an activation a = out_scale cst phi(z)) on device rows, with its backward (vector-Jacobian
+// product with respect to the input). Weights are stored scaled (weight_scale W, rounded to T
+// once, as the host engine packs them). forward() keeps every layer's pre-activation in the
+// object's own scratch for the next backward() of the same rows: one DeviceMlp per use (MACE's
+// radial MLP of each layer) so that scratch is not shared.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/model/model.h"
+
+namespace clebsch::cuda {
+
+template <class T>
+class DeviceMlp {
+ public:
+  DeviceMlp() = default;
+  /// @throws ModelFormatError naming @p where for inconsistent layer shapes.
+  DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std::string& where);
+  int dim_in() const { return dim_in_; }
+  int dim_out() const { return dim_out_; }
+
+  /// y[rows][dim_out] = mlp(x[rows][dim_in]) (row-major, contiguous).
+  void forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s);
+  /// gx[rows][dim_in] = (dy/dx)^T gy, for the rows of the last forward(); @p gy is clobbered.
+  void backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s);
+  /// Values per row that forward() and backward() keep in scratch (for memory budgets).
+  std::size_t scratch_per_row() const;
+  /// Frees the scratch (the next forward() allocates it again for its rows).
+  void release_scratch();
+
+ private:
+  struct Layer {
+    int h_in, h_out;
+    DeviceArray<T> w, bias;
+    bool has_act = false;
+    int kind = 0;
+    double cst = 1, out_scale = 1;
+    DeviceArray<T> z, a;  // per-call scratch: pre-activation and output [rows][h_out]
+  };
+  std::vector<Layer> layers_;
+  DeviceArray<T> g0_, g1_;  // backward ping-pong
+  int dim_in_ = 0, dim_out_ = 0, max_hidden_ = 0;
+};
+
+}  // namespace clebsch::cuda
