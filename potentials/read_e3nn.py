@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 import torch
 
+from . import schema
 from .schema import tensor_ref
 
 #: Largest |probe - path_weight * wigner_3j| accepted silently; larger is recorded.
@@ -127,9 +128,13 @@ def _irreps(irreps) -> str:
     return str(irreps)
 
 
-def describe_linear(linear: Any, name: str, sink: TensorSink,
-                    weight: Optional[torch.Tensor] = None,
-                    path_shapes: Optional[List[tuple]] = None) -> Dict[str, Any]:
+def describe_linear(
+    linear: Any,
+    name: str,
+    sink: TensorSink,
+    weight: Optional[torch.Tensor] = None,
+    path_shapes: Optional[List[tuple]] = None,
+) -> Dict[str, Any]:
     """Describe an ``e3nn.o3.Linear`` (no biases), with its flat weight.
 
     ``y[i_out][w, m] += path_weight * sum_u W[weight_offset + u*mul_out + w] * x[i_in][u, m]``.
@@ -151,8 +156,11 @@ def describe_linear(linear: Any, name: str, sink: TensorSink,
         If the module is not an ``o3.Linear``, has biases, or uses ``f_in``/external weights.
     """
     if type(linear).__name__ != "Linear" or not hasattr(linear, "instructions"):
-        refuse(linear, "expected e3nn.o3.Linear (cuequivariance linears: convert the model "
-                       "back to e3nn first)")
+        refuse(
+            linear,
+            "expected e3nn.o3.Linear (cuequivariance linears: convert the model "
+            "back to e3nn first)",
+        )
     if not getattr(linear, "internal_weights", True) or not getattr(linear, "shared_weights", True):
         refuse(linear, "Linear with external or per-sample weights")
     if any(ins.i_in == -1 for ins in linear.instructions):
@@ -165,13 +173,15 @@ def describe_linear(linear: Any, name: str, sink: TensorSink,
         numel = int(np.prod(shape))
         if numel == 0:
             continue
-        instructions.append({
-            "i_in": int(ins.i_in),
-            "i_out": int(ins.i_out),
-            "path_shape": [int(s) for s in shape],
-            "path_weight": float(ins.path_weight),
-            "weight_offset": offset,
-        })
+        instructions.append(
+            {
+                "i_in": int(ins.i_in),
+                "i_out": int(ins.i_out),
+                "path_shape": [int(s) for s in shape],
+                "path_weight": float(ins.path_weight),
+                "weight_offset": offset,
+            }
+        )
         offset += numel
     if offset != w.numel():
         raise ValueError(f"{name}: instructions need {offset} weights, module has {w.numel()}")
@@ -228,16 +238,17 @@ def probe_cg(tp: Any, k: int, dtype=torch.float64) -> np.ndarray:
         w = w.expand(n, -1).contiguous()
     with torch.no_grad():
         out = tp(x, y, w)
-    block = out[:, s3[ins.i_out]: s3[ins.i_out] + d3]
+    block = out[:, s3[ins.i_out] : s3[ins.i_out] + d3]
     rest = out.clone()
-    rest[:, s3[ins.i_out]: s3[ins.i_out] + d3] = 0
+    rest[:, s3[ins.i_out] : s3[ins.i_out] + d3] = 0
     if rest.abs().max() > 0:
         raise ValueError(f"probe of instruction {k} of {class_name(tp)} leaked into other outputs")
     return block.reshape(d1, d2, d3).double().numpy()
 
 
-def describe_tensor_product(tp: Any, name: str, sink: TensorSink,
-                            weight_source: str) -> Dict[str, Any]:
+def describe_tensor_product(
+    tp: Any, name: str, sink: TensorSink, weight_source: str
+) -> Dict[str, Any]:
     """Describe an e3nn ``TensorProduct`` (incl. ``FullyConnectedTensorProduct``).
 
     Each instruction gets a probed table ``cg`` = ``path_weight * C`` (see :func:`probe_cg`);
@@ -263,8 +274,11 @@ def describe_tensor_product(tp: Any, name: str, sink: TensorSink,
     from e3nn import o3
 
     if not hasattr(tp, "instructions") or not hasattr(tp, "irreps_in1"):
-        refuse(tp, "expected e3nn.o3.TensorProduct (convert cuequivariance/OpenEquivariance "
-                   "models back to e3nn first)")
+        refuse(
+            tp,
+            "expected e3nn.o3.TensorProduct (convert cuequivariance/OpenEquivariance "
+            "models back to e3nn first)",
+        )
     instructions = []
     offset = 0
     max_dev = 0.0
@@ -281,22 +295,25 @@ def describe_tensor_product(tp: Any, name: str, sink: TensorSink,
         dev = float(np.abs(probe - ref).max())
         max_dev = max(max_dev, dev)
         numel = int(np.prod(ins.path_shape))
-        instructions.append({
-            "i_in1": int(ins.i_in1),
-            "i_in2": int(ins.i_in2),
-            "i_out": int(ins.i_out),
-            "mode": ins.connection_mode,
-            "has_weight": True,
-            "path_weight": float(ins.path_weight),
-            "path_shape": [int(s) for s in ins.path_shape],
-            "weight_offset": offset,
-            "cg": sink.add(f"{name}.cg.{k}", probe),
-            "cg_vs_wigner_3j": dev,
-        })
+        instructions.append(
+            {
+                "i_in1": int(ins.i_in1),
+                "i_in2": int(ins.i_in2),
+                "i_out": int(ins.i_out),
+                "mode": ins.connection_mode,
+                "has_weight": True,
+                "path_weight": float(ins.path_weight),
+                "path_shape": [int(s) for s in ins.path_shape],
+                "weight_offset": offset,
+                "cg": sink.add(f"{name}.cg.{k}", probe),
+                "cg_vs_wigner_3j": dev,
+            }
+        )
         offset += numel
     if offset != tp.weight_numel:
-        raise ValueError(f"{name}: instructions need {offset} weights, "
-                         f"module has {tp.weight_numel}")
+        raise ValueError(
+            f"{name}: instructions need {offset} weights, module has {tp.weight_numel}"
+        )
     if weight_source == "internal":
         if not tp.internal_weights:
             refuse(tp, "expected internal weights")
@@ -339,17 +356,19 @@ def describe_fc_net(net: Any, name: str, sink: TensorSink) -> Dict[str, Any]:
         act = describe_act(layer.act)
         if act is not None:
             scale = (h_in * var_in) ** -0.5
-            out_scale = var_out ** 0.5
+            out_scale = var_out**0.5
         else:
             scale = (h_in * var_in / var_out) ** -0.5
             out_scale = 1.0
-        layers.append({
-            "weight": sink.add(f"{name}.layer{i}.weight", layer.weight),
-            "bias": None,
-            "weight_scale": scale,
-            "activation": act,
-            "out_scale": out_scale,
-        })
+        layers.append(
+            {
+                "weight": sink.add(f"{name}.layer{i}.weight", layer.weight),
+                "bias": None,
+                "weight_scale": scale,
+                "activation": act,
+                "out_scale": out_scale,
+            }
+        )
     return {"op": "mlp", "layers": layers}
 
 
@@ -439,6 +458,94 @@ def sha256_state(module: torch.nn.Module) -> str:
         h.update(name.encode())
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def model_header(
+    arch: str,
+    model: torch.nn.Module,
+    source_path,
+    *,
+    package: str,
+    model_dtype: str,
+    species,
+    r_max: float,
+    r_max_pairs,
+    graph: Dict[str, Any],
+    sh_irreps,
+    source_extra: Optional[Dict[str, Any]] = None,
+    heads=None,
+    head=None,
+) -> Dict[str, Any]:
+    """The part of a model description that every architecture writes (FORMAT.md §2-3).
+
+    Parameters
+    ----------
+    arch : str
+        ``"mace"`` or ``"nequip"``; the caller adds its own section under this key.
+    model : torch.nn.Module
+        The source model (its class name, and its parameters' hash when ``source_path`` is None).
+    source_path : str or pathlib.Path or None
+        The file the model was loaded from, hashed as the source-model hash.
+    package : str
+        The model's own distribution (``"mace-torch"``, ``"nequip"``), whose version is recorded.
+    source_extra : dict, optional
+        Keys of the ``source`` object after ``model_class`` (for example nequip's ``metadata``).
+    sh_irreps : e3nn.o3.Irreps
+        The edge spherical harmonics' irreps.
+
+    Returns
+    -------
+    dict
+        Keys in the order FORMAT.md lists them, up to ``spherical_harmonics``.
+
+    Examples
+    --------
+    >>> # header = model_header("mace", model, "my.model", package="mace-torch", ...)
+    """
+    import pathlib
+
+    if source_path is not None:
+        source_hash, source_name = sha256_file(source_path), pathlib.Path(source_path).name
+    else:
+        source_hash, source_name = sha256_state(model), None
+    source = {
+        "file": source_name,
+        "sha256": source_hash,
+        "sha256_of": "file" if source_path is not None else "parameters_and_buffers",
+        "model_class": class_name(model),
+        **(source_extra or {}),
+        "heads": heads,
+        "head": head,
+        "packages": {
+            k: package_version(k) for k in (package, "e3nn", "torch", "numpy", "ase", "safetensors")
+        },
+        "exporter": f"clebsch-potentials {__import__('potentials').__version__}",
+    }
+    return {
+        "format": schema.FORMAT_NAME,
+        "format_version": schema.FORMAT_VERSION,
+        "arch": arch,
+        "source": source,
+        "units": {
+            "energy": "eV",
+            "length": "Angstrom",
+            "force": "eV/Angstrom",
+            "virial": "eV",
+            "stress": "eV/Angstrom^3",
+        },
+        "model_dtype": model_dtype,
+        "tensor_dtype": "float64",
+        "species": species,
+        "r_max": r_max,
+        "r_max_pairs": r_max_pairs,
+        "graph": graph,
+        "spherical_harmonics": {
+            "lmax": int(max(ir.l for _, ir in sh_irreps)),
+            "irreps": str(sh_irreps),
+            "normalize": True,
+            "normalization": "component",
+        },
+    }
 
 
 def is_close_to(x: float, y: float) -> bool:

@@ -27,7 +27,6 @@ import mace  # noqa: F401  (before e3nn 0.4.4: sets TORCH_FORCE_NO_WEIGHTS_ONLY_
 import numpy as np
 import torch
 
-from . import schema
 from .read_e3nn import (
     TensorSink,
     class_name,
@@ -35,10 +34,8 @@ from .read_e3nn import (
     describe_fc_net,
     describe_linear,
     describe_tensor_product,
-    package_version,
+    model_header,
     refuse,
-    sha256_file,
-    sha256_state,
 )
 
 SUPPORTED_MODELS = ("MACE", "ScaleShiftMACE")
@@ -76,9 +73,11 @@ def load_mace(path) -> torch.nn.Module:
         raise ValueError(f"MACE model file not found: {path}")
     model = torch.load(str(path), map_location="cpu", weights_only=False)
     if not isinstance(model, torch.nn.Module):
-        raise ValueError(f"{path} holds a {type(model).__name__}, not a torch.nn.Module "
-                         "(TorchScript *-lammps.pt files and state dicts are not supported; "
-                         "export from the .model file)")
+        raise ValueError(
+            f"{path} holds a {type(model).__name__}, not a torch.nn.Module "
+            "(TorchScript *-lammps.pt files and state dicts are not supported; "
+            "export from the .model file)"
+        )
     return model
 
 
@@ -125,16 +124,21 @@ def _check_model(model) -> None:
     name = type(model).__name__
     if name not in SUPPORTED_MODELS:
         refuse(model, f"model class {name}; supported: {', '.join(SUPPORTED_MODELS)}")
-    for attr, why in (("joint_embedding", "embedding of extra graph features"),
-                      ("embedding_readout", "embedding readout"),
-                      ("les_readouts", "LES long-range readouts")):
+    for attr, why in (
+        ("joint_embedding", "embedding of extra graph features"),
+        ("embedding_readout", "embedding readout"),
+        ("les_readouts", "LES long-range readouts"),
+    ):
         if hasattr(model, attr):
             refuse(getattr(model, attr), why)
     for n, m in model.named_modules():
         mod = type(m).__module__
         if mod.startswith("cuequivariance") or mod.startswith("openequivariance"):
-            refuse(m, f"accelerated module at {n!r}; convert the model back to e3nn with "
-                      "mace/cli/convert_cueq_e3nn.py or convert_oeq_e3nn.py")
+            refuse(
+                m,
+                f"accelerated module at {n!r}; convert the model back to e3nn with "
+                "mace/cli/convert_cueq_e3nn.py or convert_oeq_e3nn.py",
+            )
 
 
 def _radial(model, sink: TensorSink, species_z: List[int]) -> Dict[str, Any]:
@@ -160,12 +164,17 @@ def _radial(model, sink: TensorSink, species_z: List[int]) -> Dict[str, Any]:
         cov = [float(dt.covalent_radii[z]) for z in species_z]
         if type(dt).__name__ == "AgnesiTransform":
             out["distance_transform"] = {
-                "type": "agnesi", "q": float(dt.q), "p": float(dt.p), "a": float(dt.a),
+                "type": "agnesi",
+                "q": float(dt.q),
+                "p": float(dt.p),
+                "a": float(dt.a),
                 "covalent_radii": cov,
             }
         elif type(dt).__name__ == "SoftTransform":
             out["distance_transform"] = {
-                "type": "soft", "alpha": float(dt.alpha), "covalent_radii": cov,
+                "type": "soft",
+                "alpha": float(dt.alpha),
+                "covalent_radii": cov,
             }
         else:
             refuse(dt, "unknown distance transform")
@@ -195,8 +204,7 @@ def _pair_repulsion(model, species_z: List[int]) -> Optional[Dict[str, Any]]:
 def _interaction(inter, t: int, sink: TensorSink) -> Dict[str, Any]:
     name = type(inter).__name__
     if name not in SUPPORTED_INTERACTIONS:
-        refuse(inter, f"interaction block {name}; supported: "
-                      f"{', '.join(SUPPORTED_INTERACTIONS)}")
+        refuse(inter, f"interaction block {name}; supported: {', '.join(SUPPORTED_INTERACTIONS)}")
     residual, density = SUPPORTED_INTERACTIONS[name]
     if hasattr(inter, "conv_fusion"):
         refuse(inter.conv_tp, "fused convolution (cuequivariance/OpenEquivariance)")
@@ -265,20 +273,30 @@ def _product(prod, inter, t: int, n_species: int, sink: TensorSink) -> Dict[str,
                 U = U.unsqueeze(0)
             expected = [2 * L + 1] + [dim_a] * nu
             if list(U.shape[:-1]) != expected:
-                raise ValueError(f"{p}.contractions.{c_idx}: U_matrix_{nu} has shape "
-                                 f"{list(U.shape)}, expected {expected}+[K]")
+                raise ValueError(
+                    f"{p}.contractions.{c_idx}: U_matrix_{nu} has shape "
+                    f"{list(U.shape)}, expected {expected}+[K]"
+                )
             W = weights_by_nu[nu].detach().double()
             if W.shape[0] == 1 and n_species > 1 and agnostic:
                 W = W.expand(n_species, -1, -1).contiguous()
             if W.shape[0] != n_species or W.shape[1] != U.shape[-1] or W.shape[2] != num_features:
-                raise ValueError(f"{p}.contractions.{c_idx}: weights for nu={nu} have shape "
-                                 f"{list(W.shape)}, expected [{n_species}, {U.shape[-1]}, "
-                                 f"{num_features}]")
+                raise ValueError(
+                    f"{p}.contractions.{c_idx}: weights for nu={nu} have shape "
+                    f"{list(W.shape)}, expected [{n_species}, {U.shape[-1]}, "
+                    f"{num_features}]"
+                )
             base = f"{p}.contractions.{c_idx}.nu{nu}"
-            terms.append({"nu": nu, "U": sink.add(f"{base}.U", U),
-                          "W": sink.add(f"{base}.W", W)})
-        contractions.append({"irrep_out": str(mul_ir.ir), "L": L, "mul": int(mul_ir.mul),
-                             "correlation": corr, "terms": terms})
+            terms.append({"nu": nu, "U": sink.add(f"{base}.U", U), "W": sink.add(f"{base}.W", W)})
+        contractions.append(
+            {
+                "irrep_out": str(mul_ir.ir),
+                "L": L,
+                "mul": int(mul_ir.mul),
+                "correlation": corr,
+                "terms": terms,
+            }
+        )
     residual = SUPPORTED_INTERACTIONS[type(inter).__name__][0]
     return {
         "irreps_in": str(irreps_in),
@@ -298,7 +316,7 @@ def _sliced_weight(linear, in_sel=None, out_sel=None) -> Tuple[torch.Tensor, Dic
     offset = 0
     for ins in linear.instructions:
         mi, mo = ins.path_shape
-        w = linear.weight[offset: offset + mi * mo].reshape(mi, mo)
+        w = linear.weight[offset : offset + mi * mo].reshape(mi, mo)
         offset += mi * mo
         if in_sel is not None:
             w = w[in_sel, :]
@@ -313,8 +331,10 @@ def _head_linear(linear, name: str, sink: TensorSink, in_sel=None, out_sel=None)
     """Describe a Linear restricted to some channels of its (single-block) input/output."""
     if in_sel is None and out_sel is None:
         return describe_linear(linear, name, sink)
-    for side, sel, irreps in (("input", in_sel, linear.irreps_in),
-                              ("output", out_sel, linear.irreps_out)):
+    for side, sel, irreps in (
+        ("input", in_sel, linear.irreps_in),
+        ("output", out_sel, linear.irreps_out),
+    ):
         if sel is not None and (len(irreps) != 1 or irreps[0].ir.l != 0):
             refuse(linear, f"cannot slice the {side} {irreps} of a multi-head readout")
     weight, shapes = _sliced_weight(linear, in_sel, out_sel)
@@ -326,15 +346,18 @@ def _head_linear(linear, name: str, sink: TensorSink, in_sel=None, out_sel=None)
     return desc
 
 
-def _readout(readout, t: int, layer: int, head: int, n_heads: int,
-             sink: TensorSink) -> Dict[str, Any]:
+def _readout(
+    readout, t: int, layer: int, head: int, n_heads: int, sink: TensorSink
+) -> Dict[str, Any]:
     p = f"readouts.{t}"
     name = type(readout).__name__
     if name == "LinearReadoutBlock":
         out_sel = [head] if n_heads > 1 else None
-        return {"layer": layer, "type": "linear",
-                "linear": _head_linear(readout.linear, f"{p}.linear.weight", sink,
-                                       out_sel=out_sel)}
+        return {
+            "layer": layer,
+            "type": "linear",
+            "linear": _head_linear(readout.linear, f"{p}.linear.weight", sink, out_sel=out_sel),
+        }
     if name == "NonLinearReadoutBlock":
         hidden = readout.linear_1.irreps_out
         if n_heads > 1:
@@ -351,18 +374,22 @@ def _readout(readout, t: int, layer: int, head: int, n_heads: int,
         return {
             "layer": layer,
             "type": "nonlinear",
-            "linear_1": _head_linear(readout.linear_1, f"{p}.linear_1.weight", sink,
-                                     out_sel=sel),
+            "linear_1": _head_linear(readout.linear_1, f"{p}.linear_1.weight", sink, out_sel=sel),
             "activation": act,
-            "linear_2": _head_linear(readout.linear_2, f"{p}.linear_2.weight", sink,
-                                     in_sel=sel, out_sel=[head] if n_heads > 1 else None),
+            "linear_2": _head_linear(
+                readout.linear_2,
+                f"{p}.linear_2.weight",
+                sink,
+                in_sel=sel,
+                out_sel=[head] if n_heads > 1 else None,
+            ),
         }
-    refuse(readout, f"readout block {name}; supported: LinearReadoutBlock, "
-                    "NonLinearReadoutBlock")
+    refuse(readout, f"readout block {name}; supported: LinearReadoutBlock, NonLinearReadoutBlock")
 
 
-def export_mace(model: torch.nn.Module, head: Optional[str] = None,
-                source_path=None) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+def export_mace(
+    model: torch.nn.Module, head: Optional[str] = None, source_path=None
+) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """Describe a MACE model: return ``(model_json, tensors)`` for :func:`write.write_model`.
 
     Parameters
@@ -401,14 +428,17 @@ def export_mace(model: torch.nn.Module, head: Optional[str] = None,
 
     r_max = float(model.r_max)
     sh = model.spherical_harmonics
-    if (getattr(sh, "normalization", "component") != "component"
-            or not getattr(sh, "normalize", True)):
+    if getattr(sh, "normalization", "component") != "component" or not getattr(
+        sh, "normalize", True
+    ):
         refuse(sh, "spherical harmonics must be normalize=True, normalization='component'")
 
     emb = model.node_embedding.linear
     interactions = [_interaction(inter, t, sink) for t, inter in enumerate(model.interactions)]
-    products = [_product(prod, inter, t, n_species, sink)
-                for t, (prod, inter) in enumerate(zip(model.products, model.interactions))]
+    products = [
+        _product(prod, inter, t, n_species, sink)
+        for t, (prod, inter) in enumerate(zip(model.products, model.interactions))
+    ]
     n_layers = len(interactions)
     n_readouts = len(model.readouts)
     readouts = []
@@ -439,56 +469,36 @@ def export_mace(model: torch.nn.Module, head: Optional[str] = None,
         "atomic_energies": sink.add("atomic_energies", e0_row),
         "scale_shift": {"scale": scale, "shift": shift},
     }
-    if source_path is not None:
-        source_hash = sha256_file(source_path)
-        source_name = pathlib.Path(source_path).name
-    else:
-        source_hash = sha256_state(model)
-        source_name = None
-    model_json = {
-        "format": schema.FORMAT_NAME,
-        "format_version": schema.FORMAT_VERSION,
-        "arch": "mace",
-        "source": {
-            "file": source_name,
-            "sha256": source_hash,
-            "sha256_of": "file" if source_path is not None else "parameters_and_buffers",
-            "model_class": class_name(model),
-            "heads": heads,
-            "head": head_name,
-            "packages": {k: package_version(k) for k in
-                         ("mace-torch", "e3nn", "torch", "numpy", "ase", "safetensors")},
-            "exporter": f"clebsch-potentials {__import__('potentials').__version__}",
-        },
-        "units": {"energy": "eV", "length": "Angstrom", "force": "eV/Angstrom",
-                  "virial": "eV", "stress": "eV/Angstrom^3"},
-        "model_dtype": model_dtype,
-        "tensor_dtype": "float64",
-        "species": [{"index": i, "Z": z, "symbol": chemical_symbols[z]}
-                    for i, z in enumerate(species_z)],
-        "r_max": r_max,
-        "r_max_pairs": [[r_max] * n_species for _ in range(n_species)],
-        "graph": {
+    model_json = model_header(
+        "mace",
+        model,
+        source_path,
+        package="mace-torch",
+        model_dtype=model_dtype,
+        species=[
+            {"index": i, "Z": z, "symbol": chemical_symbols[z]} for i, z in enumerate(species_z)
+        ],
+        r_max=r_max,
+        r_max_pairs=[[r_max] * n_species for _ in range(n_species)],
+        graph={
             "edge_vector": "centre_minus_neighbour",
             "message_direction": "neighbour_to_centre",
             "edge_condition": "0 < |r_centre - r_neighbour + shift| < r_max (all periodic "
-                              "images, excluding only the atom itself with zero shift)",
+            "images, excluding only the atom itself with zero shift)",
             "num_layers": n_layers,
         },
-        "spherical_harmonics": {
-            "lmax": int(max(ir.l for _, ir in sh.irreps_out)),
-            "irreps": str(sh.irreps_out),
-            "normalize": True,
-            "normalization": "component",
-        },
-        "mace": mace_section,
-    }
+        sh_irreps=sh.irreps_out,
+        heads=heads,
+        head=head_name,
+    )
+    model_json["mace"] = mace_section
     return model_json, sink.tensors
 
 
 # ---------------------------------------------------------------------------------------------
 # Golden data
 # ---------------------------------------------------------------------------------------------
+
 
 def _batch_for(model, atoms, head_name: str, r_max: float):
     from mace import data as mdata
@@ -497,14 +507,16 @@ def _batch_for(model, atoms, head_name: str, r_max: float):
     z_table = utils.AtomicNumberTable([int(z) for z in model.atomic_numbers])
     config = mdata.config_from_atoms(atoms)
     config.head = head_name
-    atomic = mdata.AtomicData.from_config(config, z_table=z_table, cutoff=r_max,
-                                          heads=_heads(model))
+    atomic = mdata.AtomicData.from_config(
+        config, z_table=z_table, cutoff=r_max, heads=_heads(model)
+    )
     loader = torch_geometric.dataloader.DataLoader([atomic], batch_size=1, shuffle=False)
     return next(iter(loader)).to_dict()
 
 
-def evaluate_mace(model: torch.nn.Module, atoms, head: Optional[str] = None,
-                  intermediates: bool = True) -> Dict[str, np.ndarray]:
+def evaluate_mace(
+    model: torch.nn.Module, atoms, head: Optional[str] = None, intermediates: bool = True
+) -> Dict[str, np.ndarray]:
     """Evaluate a MACE model in float64 on an ``ase.Atoms``; return energies, forces, virial
     and (optionally) per-layer intermediates as NumPy arrays.
 
@@ -531,32 +543,41 @@ def evaluate_mace(model: torch.nn.Module, atoms, head: Optional[str] = None,
         def keep(key, fn=lambda o: o):
             def hook(_m, _i, output):
                 captured[key] = fn(output).detach().clone()
+
             return hook
 
         if intermediates:
             hooks.append(model.spherical_harmonics.register_forward_hook(keep("edge_sh")))
-            hooks.append(model.radial_embedding.register_forward_hook(
-                keep("edge_radial", lambda o: o[0])))
+            hooks.append(
+                model.radial_embedding.register_forward_hook(keep("edge_radial", lambda o: o[0]))
+            )
             hooks.append(model.node_embedding.register_forward_hook(keep("h0")))
             if hasattr(model, "pair_repulsion"):
                 hooks.append(model.pair_repulsion_fn.register_forward_hook(keep("pair_energy")))
             for t, (inter, prod) in enumerate(zip(model.interactions, model.products)):
-                hooks.append(inter.conv_tp_weights.register_forward_hook(
-                    keep(f"layer{t}.tp_weights")))
+                hooks.append(
+                    inter.conv_tp_weights.register_forward_hook(keep(f"layer{t}.tp_weights"))
+                )
                 hooks.append(inter.register_forward_hook(keep(f"layer{t}.A", lambda o: o[0])))
                 if SUPPORTED_INTERACTIONS.get(type(inter).__name__, (False,))[0]:
-                    hooks.append(inter.register_forward_hook(keep(f"layer{t}.sc",
-                                                                  lambda o: o[1])))
-                hooks.append(prod.symmetric_contractions.register_forward_hook(
-                    keep(f"layer{t}.B")))
+                    hooks.append(inter.register_forward_hook(keep(f"layer{t}.sc", lambda o: o[1])))
+                hooks.append(prod.symmetric_contractions.register_forward_hook(keep(f"layer{t}.B")))
                 hooks.append(prod.register_forward_hook(keep(f"layer{t}.h")))
             for r, readout in enumerate(model.readouts):
-                hooks.append(readout.register_forward_hook(
-                    keep(f"readout{r}", lambda o, h=head_index: o[:, h])))
+                hooks.append(
+                    readout.register_forward_hook(
+                        keep(f"readout{r}", lambda o, h=head_index: o[:, h])
+                    )
+                )
         periodic = bool(np.any(atoms.pbc))
         try:
-            out = model(batch, training=False, compute_force=True, compute_virials=True,
-                        compute_stress=periodic and bool(np.all(atoms.pbc)))
+            out = model(
+                batch,
+                training=False,
+                compute_force=True,
+                compute_virials=True,
+                compute_stress=periodic and bool(np.all(atoms.pbc)),
+            )
         finally:
             for h in hooks:
                 h.remove()
@@ -603,8 +624,7 @@ MACE_GOLDEN_NOTES = {
 }
 
 
-def golden_mace(model: torch.nn.Module, model_json: Dict[str, Any],
-                head: Optional[str] = None):
+def golden_mace(model: torch.nn.Module, model_json: Dict[str, Any], head: Optional[str] = None):
     """Golden data for an exported MACE model: ``(golden_json, tensors)``.
 
     Examples
@@ -614,8 +634,12 @@ def golden_mace(model: torch.nn.Module, model_json: Dict[str, Any],
     from .golden import build_golden
 
     def convert(out):
-        return (out["edge_receiver"].astype(np.int64), out["edge_sender"].astype(np.int64),
-                -out["edge_unit_shifts"].astype(np.int64))
+        return (
+            out["edge_receiver"].astype(np.int64),
+            out["edge_sender"].astype(np.int64),
+            -out["edge_unit_shifts"].astype(np.int64),
+        )
 
-    return build_golden(model_json, lambda atoms: evaluate_mace(model, atoms, head),
-                        convert, MACE_GOLDEN_NOTES)
+    return build_golden(
+        model_json, lambda atoms: evaluate_mace(model, atoms, head), convert, MACE_GOLDEN_NOTES
+    )

@@ -27,17 +27,14 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import torch
 
-from . import schema
 from .read_e3nn import (
     TensorSink,
     class_name,
     describe_gate,
     describe_linear,
     describe_tensor_product,
-    package_version,
+    model_header,
     refuse,
-    sha256_file,
-    sha256_state,
 )
 
 #: Constants hard-coded in ``nequip.nn.pair_potential._ZBL.forward`` (LAMMPS pair_style zbl).
@@ -71,8 +68,10 @@ def load_nequip(path) -> torch.nn.Module:
         raise ValueError(f"NequIP model file not found: {path}")
     name = path.name
     if name.endswith(".pt2") or name.endswith(".pth"):
-        raise ValueError(f"{path} is a compiled NequIP model; export from the .ckpt or the "
-                         ".nequip.zip package instead")
+        raise ValueError(
+            f"{path} is a compiled NequIP model; export from the .ckpt or the "
+            ".nequip.zip package instead"
+        )
     _ensure_global_state()
     from nequip.model.saved_models.load_utils import load_saved_model
 
@@ -128,10 +127,15 @@ def describe_scalar_mlp(fn, name: str, sink: TensorSink) -> Dict[str, Any]:
     if type(mlp).__name__ == "DeepLinearMLP":
         ws = list(mlp.weights)
         for k, w in enumerate(ws):
-            layers.append({"weight": sink.add(f"{name}.{k}.weight", w),
-                           "bias": None,
-                           "weight_scale": float(mlp.alpha) if k == len(ws) - 1 else 1.0,
-                           "activation": None, "out_scale": 1.0})
+            layers.append(
+                {
+                    "weight": sink.add(f"{name}.{k}.weight", w),
+                    "bias": None,
+                    "weight_scale": float(mlp.alpha) if k == len(ws) - 1 else 1.0,
+                    "activation": None,
+                    "out_scale": 1.0,
+                }
+            )
         return {"op": "mlp", "layers": layers}
     mods = list(mlp)
     k = 0
@@ -141,8 +145,11 @@ def describe_scalar_mlp(fn, name: str, sink: TensorSink) -> Dict[str, Any]:
             refuse(layer, "expected ScalarLinearLayer in a ScalarMLP")
         entry = {
             "weight": sink.add(f"{name}.{k}.weight", layer.weight),
-            "bias": (sink.add(f"{name}.{k}.bias", layer.bias.reshape(-1))
-                     if getattr(layer, "bias", None) is not None else None),
+            "bias": (
+                sink.add(f"{name}.{k}.bias", layer.bias.reshape(-1))
+                if getattr(layer, "bias", None) is not None
+                else None
+            ),
             "weight_scale": float(layer.alpha),
             "activation": None,
             "out_scale": 1.0,
@@ -159,8 +166,7 @@ def describe_scalar_mlp(fn, name: str, sink: TensorSink) -> Dict[str, Any]:
 def _type_names(model, func) -> List[str]:
     names = getattr(model, "type_names", None)
     if names is None:
-        names = list(func.type_embed.type_names) if hasattr(func.type_embed, "type_names") \
-            else None
+        names = list(func.type_embed.type_names) if hasattr(func.type_embed, "type_names") else None
     if names is None:
         raise ValueError("cannot determine the model's type_names")
     return list(names)
@@ -171,15 +177,18 @@ def _species(type_names: List[str], zbl, chemical_species: Optional[List[str]]):
 
     if chemical_species is not None:
         if len(chemical_species) != len(type_names):
-            raise ValueError(f"chemical_species {chemical_species} does not match type_names "
-                             f"{type_names}")
+            raise ValueError(
+                f"chemical_species {chemical_species} does not match type_names {type_names}"
+            )
         zs = [atomic_numbers.get(s, 0) for s in chemical_species]
     elif zbl is not None:
         zs = [int(round(float(z))) for z in zbl.atomic_numbers]
     else:
         zs = [atomic_numbers.get(t, 0) for t in type_names]
-    return [{"index": i, "Z": z, "symbol": chemical_symbols[z] if z > 0 else t,
-             "type_name": t} for i, (t, z) in enumerate(zip(type_names, zs))]
+    return [
+        {"index": i, "Z": z, "symbol": chemical_symbols[z] if z > 0 else t, "type_name": t}
+        for i, (t, z) in enumerate(zip(type_names, zs))
+    ]
 
 
 def _conv_layer(layer, k: int, sink: TensorSink) -> Dict[str, Any]:
@@ -203,8 +212,11 @@ def _conv_layer(layer, k: int, sink: TensorSink) -> Dict[str, Any]:
         "irreps_in": feature_in,
         "irreps_out": str(nonlin.irreps_out),
         "resnet": bool(layer.resnet),
-        "sc": (describe_tensor_product(conv.sc, f"{p}.sc", sink, "internal")
-               if conv.sc is not None else None),
+        "sc": (
+            describe_tensor_product(conv.sc, f"{p}.sc", sink, "internal")
+            if conv.sc is not None
+            else None
+        ),
         "linear_1": describe_linear(conv.linear_1, f"{p}.linear_1.weight", sink),
         "norm_const": sink.add(f"{p}.norm_const", norm_const),
         "edge_mlp": describe_scalar_mlp(conv.edge_mlp, f"{p}.edge_mlp", sink),
@@ -214,9 +226,9 @@ def _conv_layer(layer, k: int, sink: TensorSink) -> Dict[str, Any]:
     }
 
 
-def export_nequip(model: torch.nn.Module, source_path=None,
-                  chemical_species: Optional[List[str]] = None
-                  ) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+def export_nequip(
+    model: torch.nn.Module, source_path=None, chemical_species: Optional[List[str]] = None
+) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """Describe a NequIP GraphModel: return ``(model_json, tensors)``.
 
     Parameters
@@ -243,9 +255,17 @@ def export_nequip(model: torch.nn.Module, source_path=None,
     model = _double_copy(model)
     func = _func(model)
     sink = TensorSink()
-    allowed = {"type_embed", "spharm", "edge_norm", "bessel_encode", "factor",
-               "per_atom_energy_readout", "per_type_energy_scale_shift", "pair_potential",
-               "total_energy_sum"}
+    allowed = {
+        "type_embed",
+        "spharm",
+        "edge_norm",
+        "bessel_encode",
+        "factor",
+        "per_atom_energy_readout",
+        "per_type_energy_scale_shift",
+        "pair_potential",
+        "total_energy_sum",
+    }
     layer_names = []
     for name, mod in func.named_children():
         if name.startswith("layer") and name.endswith("_convnet"):
@@ -280,8 +300,10 @@ def export_nequip(model: torch.nn.Module, source_path=None,
         refuse(cutoff, "only the polynomial cutoff is supported")
     factor = float(func.factor.factor)
 
-    layers = [_conv_layer(getattr(func, name), k, sink)
-              for k, name in enumerate(sorted(layer_names, key=lambda s: int(s[5:-8])))]
+    layers = [
+        _conv_layer(getattr(func, name), k, sink)
+        for k, name in enumerate(sorted(layer_names, key=lambda s: int(s[5:-8])))
+    ]
     readout = func.per_atom_energy_readout
     if type(readout).__name__ != "ScalarMLP":
         refuse(readout, "expected ScalarMLP readout")
@@ -303,8 +325,7 @@ def export_nequip(model: torch.nn.Module, source_path=None,
         "radial": {
             "basis": "bessel_nequip",
             "num_basis": int(bessel.bessel_weights.numel()),
-            "bessel_weights": sink.add("radial.bessel_weights",
-                                       bessel.bessel_weights.reshape(-1)),
+            "bessel_weights": sink.add("radial.bessel_weights", bessel.bessel_weights.reshape(-1)),
             "rmax_recip": sink.add("radial.rmax_recip", recip),
             "cutoff": {"type": "polynomial", "p": float(cutoff.p)},
             "factor": factor,
@@ -328,49 +349,27 @@ def export_nequip(model: torch.nn.Module, source_path=None,
             "d": ZBL_D,
             "cutoff_p": float(zbl.cutoff.p),
         }
-    if source_path is not None:
-        source_hash, source_name = sha256_file(source_path), pathlib.Path(source_path).name
-    else:
-        source_hash, source_name = sha256_state(model), None
     r_pairs = (1.0 / recip).tolist()
-    model_json = {
-        "format": schema.FORMAT_NAME,
-        "format_version": schema.FORMAT_VERSION,
-        "arch": "nequip",
-        "source": {
-            "file": source_name,
-            "sha256": source_hash,
-            "sha256_of": "file" if source_path is not None else "parameters_and_buffers",
-            "model_class": class_name(model),
-            "metadata": {str(k): str(v) for k, v in metadata.items()},
-            "heads": None,
-            "head": None,
-            "packages": {k: package_version(k) for k in
-                         ("nequip", "e3nn", "torch", "numpy", "ase", "safetensors")},
-            "exporter": f"clebsch-potentials {__import__('potentials').__version__}",
-        },
-        "units": {"energy": "eV", "length": "Angstrom", "force": "eV/Angstrom",
-                  "virial": "eV", "stress": "eV/Angstrom^3"},
-        "model_dtype": model_dtype,
-        "tensor_dtype": "float64",
-        "species": species,
-        "r_max": r_max,
-        "r_max_pairs": r_pairs,
-        "graph": {
+    model_json = model_header(
+        "nequip",
+        model,
+        source_path,
+        package="nequip",
+        model_dtype=model_dtype,
+        species=species,
+        r_max=r_max,
+        r_max_pairs=r_pairs,
+        graph={
             "edge_vector": "neighbour_minus_centre",
             "message_direction": "neighbour_to_centre",
             "edge_condition": "0 < |r_neighbour + shift - r_centre| <= r_max_pairs[type_centre]"
-                              "[type_neighbour] (edges beyond contribute exactly zero)",
+            "[type_neighbour] (edges beyond contribute exactly zero)",
             "num_layers": len(layers),
         },
-        "spherical_harmonics": {
-            "lmax": int(max(ir.l for _, ir in spharm.irreps_out)),
-            "irreps": str(spharm.irreps_out),
-            "normalize": True,
-            "normalization": "component",
-        },
-        "nequip": nequip_section,
-    }
+        sh_irreps=spharm.irreps_out,
+        source_extra={"metadata": {str(k): str(v) for k, v in metadata.items()}},
+    )
+    model_json["nequip"] = nequip_section
     return model_json, sink.tensors
 
 
@@ -378,8 +377,14 @@ def export_nequip(model: torch.nn.Module, source_path=None,
 # Golden data
 # ---------------------------------------------------------------------------------------------
 
-def evaluate_nequip(model: torch.nn.Module, atoms, species_index: List[int],
-                    intermediates: bool = True, copy: bool = True) -> Dict[str, np.ndarray]:
+
+def evaluate_nequip(
+    model: torch.nn.Module,
+    atoms,
+    species_index: List[int],
+    intermediates: bool = True,
+    copy: bool = True,
+) -> Dict[str, np.ndarray]:
     """Evaluate a NequIP model in float64 on ``atoms`` (types given by ``species_index``).
 
     Keys: ``energy``, ``node_energy``, ``forces``, ``virial``, ``stress`` (periodic),
@@ -403,10 +408,12 @@ def evaluate_nequip(model: torch.nn.Module, atoms, species_index: List[int],
     per_edge = None
     if edge_norm._per_edge_type:
         mat = (1.0 / edge_norm._rmax_recip.double().reshape(len(type_names), -1)).tolist()
-        per_edge = {a: {b: mat[i][j] for j, b in enumerate(type_names)}
-                    for i, a in enumerate(type_names)}
-    data = NeighborListTransform(r_max=r_max, per_edge_type_cutoff=per_edge,
-                                 type_names=type_names)(data)
+        per_edge = {
+            a: {b: mat[i][j] for j, b in enumerate(type_names)} for i, a in enumerate(type_names)
+        }
+    data = NeighborListTransform(r_max=r_max, per_edge_type_cutoff=per_edge, type_names=type_names)(
+        data
+    )
     for key in (AtomicDataDict.POSITIONS_KEY, AtomicDataDict.CELL_KEY):
         if key in data:
             data[key] = data[key].double()
@@ -416,25 +423,40 @@ def evaluate_nequip(model: torch.nn.Module, atoms, species_index: List[int],
     def keep(key, field):
         def hook(_m, _i, output):
             captured[key] = output[field].detach().clone()
+
         return hook
 
     if intermediates:
-        hooks.append(func.spharm.register_forward_hook(keep("edge_sh",
-                                                            AtomicDataDict.EDGE_ATTRS_KEY)))
-        hooks.append(func.factor.register_forward_hook(keep("edge_embedding",
-                                                            AtomicDataDict.EDGE_EMBEDDING_KEY)))
-        hooks.append(func.type_embed.register_forward_hook(keep("h0",
-                                                                AtomicDataDict.NODE_FEATURES_KEY)))
-        names = sorted([n for n, _ in func.named_children() if n.endswith("_convnet")],
-                       key=lambda s: int(s[5:-8]))
+        hooks.append(
+            func.spharm.register_forward_hook(keep("edge_sh", AtomicDataDict.EDGE_ATTRS_KEY))
+        )
+        hooks.append(
+            func.factor.register_forward_hook(
+                keep("edge_embedding", AtomicDataDict.EDGE_EMBEDDING_KEY)
+            )
+        )
+        hooks.append(
+            func.type_embed.register_forward_hook(keep("h0", AtomicDataDict.NODE_FEATURES_KEY))
+        )
+        names = sorted(
+            [n for n, _ in func.named_children() if n.endswith("_convnet")],
+            key=lambda s: int(s[5:-8]),
+        )
         for k, name in enumerate(names):
             layer = getattr(func, name)
-            hooks.append(layer.conv.register_forward_hook(keep(f"layer{k}.conv",
-                                                               AtomicDataDict.NODE_FEATURES_KEY)))
-            hooks.append(layer.register_forward_hook(keep(f"layer{k}.h",
-                                                          AtomicDataDict.NODE_FEATURES_KEY)))
-        hooks.append(func.per_type_energy_scale_shift.register_forward_hook(
-            keep("node_energy_before_pair", AtomicDataDict.PER_ATOM_ENERGY_KEY)))
+            hooks.append(
+                layer.conv.register_forward_hook(
+                    keep(f"layer{k}.conv", AtomicDataDict.NODE_FEATURES_KEY)
+                )
+            )
+            hooks.append(
+                layer.register_forward_hook(keep(f"layer{k}.h", AtomicDataDict.NODE_FEATURES_KEY))
+            )
+        hooks.append(
+            func.per_type_energy_scale_shift.register_forward_hook(
+                keep("node_energy_before_pair", AtomicDataDict.PER_ATOM_ENERGY_KEY)
+            )
+        )
     try:
         out = model(dict(data))
     finally:
@@ -504,8 +526,11 @@ def golden_nequip(model: torch.nn.Module, model_json: Dict[str, Any]):
         return evaluate_nequip(model, atoms, idx)
 
     def convert(out):
-        return (out["edge_index0"].astype(np.int64), out["edge_index1"].astype(np.int64),
-                out["edge_cell_shift"].astype(np.int64))
+        return (
+            out["edge_index0"].astype(np.int64),
+            out["edge_index1"].astype(np.int64),
+            out["edge_cell_shift"].astype(np.int64),
+        )
 
     if any(z == 0 for z in zs):
         raise ValueError("golden data needs the element of every type; pass chemical_species")

@@ -25,13 +25,6 @@ std::string join_path(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
-std::string number_text(double x) {
-  std::ostringstream os;
-  os.precision(17);
-  os << x;
-  return os.str();
-}
-
 const char* json_type(const nlohmann::json& j) {
   if (j.is_null()) return "null";
   if (j.is_boolean()) return "a boolean";
@@ -44,6 +37,13 @@ const char* json_type(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+std::string number_text(double x) {
+  std::ostringstream os;
+  os.precision(17);
+  os << x;
+  return os.str();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Node

@@ -117,6 +117,13 @@ void expect_irreps(const Node& node, const Irreps& found, const Irreps& expected
                    const std::string& expected_what);
 /// "<n>x0e" (the one-hot species or a scalar embedding).
 Irreps scalars(int n);
+/// @p x with 17 significant digits (every float64 printed back exactly), for messages.
+std::string number_text(double x);
+/// An architecture section's layer count (@p count_key, 1..1000), after checking that it names its
+/// model class.
+int architecture_depth(const Node& arch, const char* count_key);
+/// Fails unless the array @p list has @p count elements ("has N <items>, but <count_key> is M").
+void expect_count(const Node& list, int count, const char* items, const char* count_key);
 
 // --- ops (model_reader_ops.cpp); each checks the node's "op" where the format has one ---
 

@@ -8,20 +8,12 @@
 // in one scalar, and ZBL and distance transforms sized per species.
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "clebsch/support/error.h"
 #include "clebsch/model/model_reader_detail.h"
 
 namespace clebsch::model_reader {
 namespace {
-
-std::string num(double x) {
-  std::ostringstream os;
-  os.precision(17);
-  os << x;
-  return os.str();
-}
 
 // Two values that come from the same Python float.
 bool same_value(double a, double b) {
@@ -48,7 +40,7 @@ std::vector<double> species_atomic_numbers(const Node& node, const model::Model&
     if (v != std::floor(v) || v < 1 || v > 118)
       e.fail("expected an atomic number 1..118, found " + e.found());
     if (top.species[s].Z != 0 && static_cast<int>(v) != top.species[s].Z)
-      e.fail("is " + num(v) + ", but species[" + std::to_string(s) +
+      e.fail("is " + number_text(v) + ", but species[" + std::to_string(s) +
              "] has Z = " + std::to_string(top.species[s].Z));
     z.push_back(v);
   }
@@ -64,13 +56,13 @@ model::MaceRadial parse_radial(const Node& rad, const model::Model& top) {
   const Node rmax = rad.at("r_max");
   r.r_max = rmax.positive();
   if (!same_value(r.r_max, top.r_max))
-    rmax.fail("is " + num(r.r_max) + ", but the model's r_max is " + num(top.r_max));
+    rmax.fail("is " + number_text(r.r_max) + ", but the model's r_max is " + number_text(top.r_max));
   const Node cutoff = rad.object("cutoff");
   cutoff.at("type").one_of({"polynomial"});
   r.cutoff_p = cutoff.at("p").positive();
   const Node crmax = cutoff.at("r_max");
   if (!same_value(crmax.positive(), r.r_max))
-    crmax.fail("is " + crmax.found() + ", but the basis r_max is " + num(r.r_max) +
+    crmax.fail("is " + crmax.found() + ", but the basis r_max is " + number_text(r.r_max) +
                " (MACE uses one r_max for both)");
   r.apply_cutoff = rad.at("apply_cutoff").boolean();
   const Node dt = rad.at("distance_transform");
@@ -282,9 +274,7 @@ model::MaceReadout parse_readout(const Node& n, const std::vector<model::MacePro
 model::Mace parse_mace(const Node& node, const model::Model& top) {
   model::Mace m;
   const int S = top.num_species();
-  node.at("model_class").string();
-  const Node count = node.at("num_interactions");
-  const int T = count.index(1, 1000);
+  const int T = architecture_depth(node, "num_interactions");
 
   m.radial = parse_radial(node.object("radial"), top);
   m.pair_repulsion = parse_zbl(node.at("pair_repulsion"), top);
@@ -295,12 +285,8 @@ model::Mace parse_mace(const Node& node, const model::Model& top) {
                 "the one-hot species, num_species x 0e,");
 
   const Node inters = node.at("interactions"), prods = node.at("products");
-  if (inters.size() != static_cast<std::size_t>(T))
-    inters.fail("has " + std::to_string(inters.size()) + " blocks, but num_interactions is " +
-                std::to_string(T));
-  if (prods.size() != static_cast<std::size_t>(T))
-    prods.fail("has " + std::to_string(prods.size()) + " blocks, but num_interactions is " +
-               std::to_string(T));
+  expect_count(inters, T, "blocks", "num_interactions");
+  expect_count(prods, T, "blocks", "num_interactions");
   Irreps h = m.node_embedding.irreps_out;
   std::string h_what = "mace.node_embedding.irreps_out";
   for (int t = 0; t < T; ++t) {

@@ -8,20 +8,12 @@
 // scale/shift, per-edge-type cutoffs consistent with r_max_pairs, and ZBL sized per species.
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "clebsch/support/error.h"
 #include "clebsch/model/model_reader_detail.h"
 
 namespace clebsch::model_reader {
 namespace {
-
-std::string num(double x) {
-  std::ostringstream os;
-  os.precision(17);
-  os << x;
-  return os.str();
-}
 
 model::NequipRadial parse_radial(const Node& rad, const model::Model& top) {
   model::NequipRadial r;
@@ -37,12 +29,12 @@ model::NequipRadial parse_radial(const Node& rad, const model::Model& top) {
     for (int j = 0; j < S; ++j) {
       const double v = r.rmax_recip[i * S + j], pair = top.r_max_pairs[i * S + j];
       if (!(v > 0))
-        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " + num(v) +
+        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " + number_text(v) +
                    ", expected 1/cutoff > 0");
       if (std::abs(v * pair - 1) > 1e-9)
-        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " + num(v) +
+        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " + number_text(v) +
                    ", but r_max_pairs[" + std::to_string(i) + "][" + std::to_string(j) + "] is " +
-                   num(pair) + " (expected its reciprocal)");
+                   number_text(pair) + " (expected its reciprocal)");
     }
   const Node cutoff = rad.object("cutoff");
   cutoff.at("type").one_of({"polynomial"});
@@ -66,7 +58,7 @@ std::optional<model::NequipZbl> parse_zbl(const Node& node, const model::Model& 
     if (v != std::floor(v) || v < 1 || v > 118)
       e.fail("expected an atomic number 1..118, found " + e.found());
     if (top.species[s].Z != 0 && static_cast<int>(v) != top.species[s].Z)
-      e.fail("is " + num(v) + ", but species[" + std::to_string(s) +
+      e.fail("is " + number_text(v) + ", but species[" + std::to_string(s) +
              "] has Z = " + std::to_string(top.species[s].Z));
     z.atomic_numbers.push_back(v);
   }
@@ -147,9 +139,7 @@ model::NequipLayer parse_layer(const Node& n, const model::Model& top, int num_b
 model::Nequip parse_nequip(const Node& node, const model::Model& top) {
   model::Nequip m;
   const int S = top.num_species();
-  node.at("model_class").string();
-  const Node count = node.at("num_layers");
-  const int K = count.index(1, 1000);
+  const int K = architecture_depth(node, "num_layers");
 
   const Node emb = node.at("type_embedding");
   const std::vector<std::int64_t> emb_shape = emb.tensor_shape();
@@ -163,9 +153,7 @@ model::Nequip parse_nequip(const Node& node, const model::Model& top) {
   m.radial = parse_radial(node.object("radial"), top);
 
   const Node layers = node.at("layers");
-  if (layers.size() != static_cast<std::size_t>(K))
-    layers.fail("has " + std::to_string(layers.size()) + " layers, but num_layers is " +
-                std::to_string(K));
+  expect_count(layers, K, "layers", "num_layers");
   Irreps h = scalars(m.embedding_dim);
   std::string h_what = "the type embedding, embedding_dim x 0e,";
   for (int k = 0; k < K; ++k) {

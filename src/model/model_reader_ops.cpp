@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 
 #include "clebsch/nn/activation.h"
 #include "clebsch/o3/clebsch_gordan.h"
@@ -22,13 +21,6 @@
 
 namespace clebsch::model_reader {
 namespace {
-
-std::string num(double x) {
-  std::ostringstream os;
-  os.precision(17);
-  os << x;
-  return os.str();
-}
 
 void check_op(const Node& node, const char* op) { node.at("op").one_of({op}); }
 
@@ -144,10 +136,10 @@ void check_coupling(const Node& cg_node, const std::vector<double>& P, int l1, i
       "(" + std::to_string(l1) + ", " + std::to_string(l2) + ", " + std::to_string(l3) + ")";
   if (dev > kTol * std::max(1.0, pmax))
     cg_node.fail("the coupling is not a multiple of wigner_3j" + triple + " (max deviation " +
-                 num(dev) + "), so it is not equivariant");
+                 number_text(dev) + "), so it is not equivariant");
   if (std::abs(std::abs(c) - path_weight) > kTol * std::max(1.0, path_weight))
-    cg_node.fail("the coupling is " + num(c) + " * wigner_3j" + triple + ", but path_weight is " +
-                 num(path_weight) + " (the coupling includes it)");
+    cg_node.fail("the coupling is " + number_text(c) + " * wigner_3j" + triple + ", but path_weight is " +
+                 number_text(path_weight) + " (the coupling includes it)");
 }
 
 }  // namespace
@@ -253,7 +245,7 @@ model::TensorProduct parse_tensor_product(const Node& node, const char* mode, bo
     if (!hw.boolean()) hw.fail("is false; format 1.x instructions always have weights");
     const Node pw = e.at("path_weight");
     const double path_weight = pw.number();
-    if (path_weight < 0) pw.fail("is negative: " + num(path_weight));
+    if (path_weight < 0) pw.fail("is negative: " + number_text(path_weight));
     const std::int64_t m1 = in1[i1].mul, m2 = in2[i2].mul, mo = out[io].mul;
     std::vector<std::int64_t> shape;
     if (m == "uvw") shape = {m1, m2, mo};
@@ -513,6 +505,17 @@ model::SymmetricContraction parse_symmetric_contraction(const Node& node) {
     sc.contractions.push_back(std::move(con));
   }
   return sc;
+}
+
+int architecture_depth(const Node& arch, const char* count_key) {
+  arch.at("model_class").string();
+  return arch.at(count_key).index(1, 1000);
+}
+
+void expect_count(const Node& list, int count, const char* items, const char* count_key) {
+  if (list.size() != static_cast<std::size_t>(count))
+    list.fail("has " + std::to_string(list.size()) + " " + items + ", but " + count_key + " is " +
+              std::to_string(count));
 }
 
 }  // namespace clebsch::model_reader
