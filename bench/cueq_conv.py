@@ -60,12 +60,21 @@ class CueqPeer(Peer):
         i1, i2 = cue.Irreps("O3", node), cue.Irreps("O3", edge)
         filt = [ir for _, ir in cue.Irreps("O3", target)]
         module = self.cuet.ChannelWiseTensorProduct(
-            i1, i2, filt, layout=cue.ir_mul, shared_weights=False, internal_weights=False,
-            device="cuda", dtype=dtype, math_dtype=dtype)
+            i1,
+            i2,
+            filt,
+            layout=cue.ir_mul,
+            shared_weights=False,
+            internal_weights=False,
+            device="cuda",
+            dtype=dtype,
+            math_dtype=dtype,
+        )
         if module.method != "uniform_1d":
             # The naive method is einsum in PyTorch, not cuEquivariance's kernel: not its speed.
-            raise NotSupported(f"cuEquivariance chose method {module.method!r}, not its "
-                               "uniform_1d CUDA kernel")
+            raise NotSupported(
+                f"cuEquivariance chose method {module.method!r}, not its uniform_1d CUDA kernel"
+            )
         self._index_maps(module, node, edge, target)
         return module
 
@@ -82,14 +91,18 @@ class CueqPeer(Peer):
                         keys.append((a, b, ir3.l, ir3.p))
         # Its stable sort puts path k in the first free output block of the same irrep.
         used, cue_block = set(), {}
-        for k, key in enumerate(keys):
-            j = next(j for j, (_, ir) in enumerate(module.irreps_out)
-                     if j not in used and (ir.l, ir.p) == key[2:])
+        for key in keys:
+            j = next(
+                j
+                for j, (_, ir) in enumerate(module.irreps_out)
+                if j not in used and (ir.l, ir.p) == key[2:]
+            )
             used.add(j)
             cue_block[key] = j
         if len(keys) != len(ref.instructions) or len(used) != len(module.irreps_out):
-            raise NotSupported(f"cuEquivariance has {len(keys)} paths, e3nn "
-                               f"{len(ref.instructions)}")
+            raise NotSupported(
+                f"cuEquivariance has {len(keys)} paths, e3nn {len(ref.instructions)}"
+            )
         cue_out, e3_out = _blocks(module.irreps_out), _blocks(ref.irreps_out)
         idx_out = torch.empty(ref.irreps_out.dim, dtype=torch.long)
         idx_w = torch.empty(ref.weight_numel, dtype=torch.long)
@@ -106,18 +119,24 @@ class CueqPeer(Peer):
             u = torch.arange(mul).view(mul, 1)
             i = torch.arange(dim).view(1, dim)
             idx_out[(oe + u * dim + i).flatten()] = (oc + i * mul + u).flatten()
-            idx_w[w_off:w_off + mul] = torch.arange(cue_w[j], cue_w[j] + mul)
+            idx_w[w_off : w_off + mul] = torch.arange(cue_w[j], cue_w[j] + mul)
             # The two libraries' CG tensors differ in sign for some paths with l1 + l2 + l3 odd
             # (a convention; a trained model absorbs it in its weights): carry the sign in the
             # converted weights. A basis mismatch would not be a sign and still fails the check.
             ir1, ir2 = ref.irreps_in1[ins.i_in1].ir, ref.irreps_in2[ins.i_in2].ir
-            cg = self.cue.clebsch_gordan(module.irreps_in1[ins.i_in1].ir,
-                                         module.irreps_in2[ins.i_in2].ir,
-                                         module.irreps_out[j].ir)[0]
-            dot = float((torch.as_tensor(cg, dtype=torch.float64)
-                         * o3.wigner_3j(ir1.l, ir2.l, ir.l, dtype=torch.float64)).sum())
+            cg = self.cue.clebsch_gordan(
+                module.irreps_in1[ins.i_in1].ir,
+                module.irreps_in2[ins.i_in2].ir,
+                module.irreps_out[j].ir,
+            )[0]
+            dot = float(
+                (
+                    torch.as_tensor(cg, dtype=torch.float64)
+                    * o3.wigner_3j(ir1.l, ir2.l, ir.l, dtype=torch.float64)
+                ).sum()
+            )
             if dot < 0:
-                sign_w[w_off:w_off + mul] = -1
+                sign_w[w_off : w_off + mul] = -1
             w_off += mul
         # x: the same blocks, (mul, dim) -> (dim, mul) within each.
         idx_x = torch.empty(ref.irreps_in1.dim, dtype=torch.long)
@@ -127,17 +146,27 @@ class CueqPeer(Peer):
             idx_x[(off + i * mul + u).flatten()] = (off + u * dim + i).flatten()
         # idx_x[c] = e3nn column of cue column c; idx_out[c] = cue column of e3nn column c;
         # idx_w[k] = cue weight column of e3nn weight k.
-        module._bench_maps = {k: v.cuda() for k, v in
-                              (("x", idx_x), ("out", idx_out), ("w", idx_w), ("sign", sign_w))}
+        module._bench_maps = {
+            k: v.cuda() for k, v in (("x", idx_x), ("out", idx_out), ("w", idx_w), ("sign", sign_w))
+        }
         module._bench_dims = (ref.irreps_in1.dim, ref.irreps_out.dim, ref.weight_numel)
 
     def graph(self, module, receiver, sender, n):
-        return {"receiver": receiver.long().contiguous(), "sender": sender.long().contiguous(),
-                "n": n}
+        return {
+            "receiver": receiver.long().contiguous(),
+            "sender": sender.long().contiguous(),
+            "n": n,
+        }
 
     def forward(self, module, x, y, w, graph):
-        return module(x, y, weight=w, indices_1=graph["sender"], indices_out=graph["receiver"],
-                      size_out=graph["n"])
+        return module(
+            x,
+            y,
+            weight=w,
+            indices_1=graph["sender"],
+            indices_out=graph["receiver"],
+            size_out=graph["n"],
+        )
 
     def x_dim(self, module):
         return module._bench_dims[0]

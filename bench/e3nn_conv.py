@@ -22,17 +22,25 @@ from e3nn import o3
 
 SHAPES = {
     "mace-medium": ("128x0e+128x1o", "0e+1o+2e+3o", "128x0e+128x1o+128x2e", 10000, 160000),
-    "mace-large": ("128x0e+128x1o+128x2e", "0e+1o+2e+3o", "128x0e+128x1o+128x2e+128x3o", 10000,
-                   160000),
-    "nequip-benzene": ("64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e", "0e+1o+2e+3o",
-                       "64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e", 10000, 160000),
-    "nequip-water": ("32x0o+32x0e+32x1o+32x1e", "0e+1o", "32x0o+32x0e+32x1o+32x1e", 10000,
-                     160000),
+    "mace-large": (
+        "128x0e+128x1o+128x2e",
+        "0e+1o+2e+3o",
+        "128x0e+128x1o+128x2e+128x3o",
+        10000,
+        160000,
+    ),
+    "nequip-benzene": (
+        "64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e",
+        "0e+1o+2e+3o",
+        "64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e",
+        10000,
+        160000,
+    ),
+    "nequip-water": ("32x0o+32x0e+32x1o+32x1e", "0e+1o", "32x0o+32x0e+32x1o+32x1e", 10000, 160000),
 }
 for _L in range(4, 9):
     _nat = "+".join(f"{{m}}x{l}{'o' if l % 2 else 'e'}" for l in range(_L + 1))
-    SHAPES[f"high-l-{_L}"] = (_nat.format(m=128), _nat.format(m=1), _nat.format(m=128), 1000,
-                              16000)
+    SHAPES[f"high-l-{_L}"] = (_nat.format(m=128), _nat.format(m=1), _nat.format(m=128), 1000, 16000)
 
 
 def conv_tp(node, edge, target):
@@ -132,8 +140,14 @@ def run(name, dtype, ops, args):
     results = []
     for op in ops:
         fn = {"fwd": fwd, "fb": fb, "db": db}[op]
-        rec = {"problem": name, "dtype": str(dtype).replace("torch.", ""), "op": op,
-               "nodes": n, "edges": e, "setup_s": setup}
+        rec = {
+            "problem": name,
+            "dtype": str(dtype).replace("torch.", ""),
+            "op": op,
+            "nodes": n,
+            "edges": e,
+            "setup_s": setup,
+        }
         try:
             sync()
             base = torch.cuda.memory_allocated() if cuda else 0
@@ -171,8 +185,12 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--min-reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--budget-s", type=float, default=6.0,
-                    help="time budget per measurement; slow ones run fewer reps (>= --min-reps)")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=6.0,
+        help="time budget per measurement; slow ones run fewer reps (>= --min-reps)",
+    )
     ap.add_argument("--skip", default="", help="problem:dtype:op triples to skip (known OOM)")
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--json", default="")
@@ -187,9 +205,16 @@ def main():
         for dt in args.dtypes.split(","):
             dtype = {"float32": torch.float32, "float64": torch.float64}[dt]
             ops = [op for op in args.ops.split(",") if f"{name}:{dt}:{op}" not in skip]
-            skipped = [{"problem": name, "dtype": dt, "op": op,
-                        "error": "not run: in the skip list (known out of memory)"}
-                       for op in args.ops.split(",") if f"{name}:{dt}:{op}" in skip]
+            skipped = [
+                {
+                    "problem": name,
+                    "dtype": dt,
+                    "op": op,
+                    "error": "not run: in the skip list (known out of memory)",
+                }
+                for op in args.ops.split(",")
+                if f"{name}:{dt}:{op}" in skip
+            ]
             for rec in skipped + run(name, dtype, ops, args):
                 if out:
                     out.write(json.dumps(rec) + "\n")

@@ -55,13 +55,21 @@ class OeqPeer(Peer):
 
     def build(self, node, edge, target, dtype, mode):
         ref = conv_tp(node, edge, target)
-        ins = [(i.i_in1, i.i_in2, i.i_out, i.connection_mode, i.has_weight)
-               for i in ref.instructions]
+        ins = [
+            (i.i_in1, i.i_in2, i.i_out, i.connection_mode, i.has_weight) for i in ref.instructions
+        ]
         npdt = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
-        problem = self.oeq.TPProblem(str(ref.irreps_in1), str(ref.irreps_in2),
-                                     str(ref.irreps_out), ins, shared_weights=False,
-                                     internal_weights=False, irrep_dtype=npdt, weight_dtype=npdt,
-                                     label=f"{node} x {edge}")
+        problem = self.oeq.TPProblem(
+            str(ref.irreps_in1),
+            str(ref.irreps_in2),
+            str(ref.irreps_out),
+            ins,
+            shared_weights=False,
+            internal_weights=False,
+            irrep_dtype=npdt,
+            weight_dtype=npdt,
+            label=f"{node} x {edge}",
+        )
         module = self.oeq.TensorProductConv(problem, deterministic=(mode == "deterministic"))
         module._bench_dims = (ref.irreps_in1.dim, ref.irreps_out.dim, ref.weight_numel)
         module._bench_det = mode == "deterministic"

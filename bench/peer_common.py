@@ -124,8 +124,8 @@ def make_graph(n: int, e: int, dev: torch.device, gen: torch.Generator, symmetri
         a = torch.randint(0, n, (e // 2,), device=dev, generator=gen)
         b = torch.randint(0, n, (e - e // 2,), device=dev, generator=gen)
         # An odd count gets one self-edge, its own reverse.
-        receiver = torch.cat([a, b[:e // 2], b[e // 2:]])
-        sender = torch.cat([b[:e // 2], a, b[e // 2:]])
+        receiver = torch.cat([a, b[: e // 2], b[e // 2 :]])
+        sender = torch.cat([b[: e // 2], a, b[e // 2 :]])
     else:
         receiver = torch.sort(torch.randint(0, n, (e,), device=dev, generator=gen)).values
         sender = torch.randint(0, n, (e,), device=dev, generator=gen)
@@ -141,9 +141,19 @@ def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-300))
 
 
-def verify(peer: Peer, module: Any, node: str, edge: str, target: str, dtype: torch.dtype,
-           dev: torch.device, seed: int, n: int = 61, e: int = 400,
-           symmetric: bool = False) -> Dict[str, Any]:
+def verify(
+    peer: Peer,
+    module: Any,
+    node: str,
+    edge: str,
+    target: str,
+    dtype: torch.dtype,
+    dev: torch.device,
+    seed: int,
+    n: int = 61,
+    e: int = 400,
+    symmetric: bool = False,
+) -> Dict[str, Any]:
     """Forward and gradients of the peer on a small graph against e3nn float64.
 
     The same module instance that is timed is checked (peer modules do not depend on N or E).
@@ -158,11 +168,16 @@ def verify(peer: Peer, module: Any, node: str, edge: str, target: str, dtype: to
     x, y = randn(n, ref_tp.irreps_in1.dim), randn(e, ref_tp.irreps_in2.dim)
     w, g = randn(e, ref_tp.weight_numel), randn(n, ref_tp.irreps_out.dim)
     if peer.weight_numel(module) != ref_tp.weight_numel:
-        return {"verify": "FAIL", "verify_note": f"weight_numel {peer.weight_numel(module)} vs "
-                f"e3nn {ref_tp.weight_numel}"}
+        return {
+            "verify": "FAIL",
+            "verify_note": f"weight_numel {peer.weight_numel(module)} vs "
+            f"e3nn {ref_tp.weight_numel}",
+        }
     if peer.out_dim(module) != ref_tp.irreps_out.dim:
-        return {"verify": "FAIL", "verify_note": f"output dim {peer.out_dim(module)} vs e3nn "
-                f"{ref_tp.irreps_out.dim}"}
+        return {
+            "verify": "FAIL",
+            "verify_note": f"output dim {peer.out_dim(module)} vs e3nn {ref_tp.irreps_out.dim}",
+        }
     xr, yr, wr = (t.clone().requires_grad_(True) for t in (x, y, w))
     z_ref = torch.zeros(n, ref_tp.irreps_out.dim, device=dev, dtype=torch.float64)
     z_ref = z_ref.index_add(0, receiver, ref_tp(xr[sender], yr, wr))
@@ -177,9 +192,11 @@ def verify(peer: Peer, module: Any, node: str, edge: str, target: str, dtype: to
     # The output gradient goes to the peer in its own output layout.
     g_peer = peer.out_from_e3nn(module, g)
     gx, gy, gw = torch.autograd.grad(z, (xp, yp, wp), g_peer.to(dtype))
-    out["verify_bwd_rel_err"] = max(rel_err(peer.x_to_e3nn(module, gx), gx_ref),
-                                    rel_err(gy, gy_ref),
-                                    rel_err(peer.w_to_e3nn(module, gw), gw_ref))
+    out["verify_bwd_rel_err"] = max(
+        rel_err(peer.x_to_e3nn(module, gx), gx_ref),
+        rel_err(gy, gy_ref),
+        rel_err(peer.w_to_e3nn(module, gw), gw_ref),
+    )
     # Loose enough for CG tables that are not float64-exact (e3nn against cuEquivariance
     # differ by ~3e-8 in float64), tight enough that a wrong path, normalization or layout
     # (errors of order 1) fails.
@@ -190,20 +207,31 @@ def verify(peer: Peer, module: Any, node: str, edge: str, target: str, dtype: to
     return out
 
 
-def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[str],
-                skipped: List[str], args) -> List[Dict[str, Any]]:
+def run_problem(
+    peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[str], skipped: List[str], args
+) -> List[Dict[str, Any]]:
     node, edge, target, n, e = SHAPES[name]
     n, e = max(1, int(n * args.scale)), max(1, int(e * args.scale))
     dev = torch.device("cuda")
     dt = str(dtype).replace("torch.", "")
-    head = {"peer": peer.name, "peer_version": peer.version(), "problem": name, "dtype": dt,
-            "mode": mode, "nodes": n, "edges": e, "gpu": torch.cuda.get_device_name(dev),
-            "torch": torch.__version__}
+    head = {
+        "peer": peer.name,
+        "peer_version": peer.version(),
+        "problem": name,
+        "dtype": dt,
+        "mode": mode,
+        "nodes": n,
+        "edges": e,
+        "gpu": torch.cuda.get_device_name(dev),
+        "torch": torch.__version__,
+    }
     symmetric = peer.needs_symmetric_graph(mode)
     if symmetric:
         head["graph"] = "symmetric (this mode requires it)"
-    recs = [dict(head, op=op, error="not run: in the skip list (known out of memory or "
-                 "unsupported)") for op in skipped]
+    recs = [
+        dict(head, op=op, error="not run: in the skip list (known out of memory or unsupported)")
+        for op in skipped
+    ]
 
     def fail_all(why: str) -> List[Dict[str, Any]]:
         return recs + [dict(head, op=op, error=f"not run: {why}") for op in ops]
@@ -224,14 +252,15 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
     # The module's own device memory (e.g. OpenEquivariance's workspace) counts as extra.
     head["module_bytes"] = max(0, torch.cuda.memory_allocated() - mem0)
     try:
-        check = verify(peer, module, node, edge, target, dtype, dev, args.seed,
-                       symmetric=symmetric)
+        check = verify(peer, module, node, edge, target, dtype, dev, args.seed, symmetric=symmetric)
     except NotSupported as exc:
         return fail_all(str(exc))
     except Exception as exc:
         traceback.print_exc()
-        check = {"verify": "FAIL",
-                 "verify_note": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+        check = {
+            "verify": "FAIL",
+            "verify_note": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+        }
     head.update(check)
     if check["verify"] != "PASS":
         print(json.dumps(dict(head, note="check failed")), file=sys.stderr, flush=True)
@@ -262,8 +291,9 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
     def db():
         for t in (x, y, w, g):
             t.grad = None
-        gx, gy, gw = torch.autograd.grad(peer.forward(module, x, y, w, graph), (x, y, w), g,
-                                         create_graph=True)
+        gx, gy, gw = torch.autograd.grad(
+            peer.forward(module, x, y, w, graph), (x, y, w), g, create_graph=True
+        )
         ((gx * dx).sum() + (gy * dy).sum() + (gw * dw).sum()).backward()
 
     for op in ops:
@@ -279,8 +309,9 @@ def run_problem(peer: Peer, name: str, dtype: torch.dtype, mode: str, ops: List[
             fn()
             torch.cuda.synchronize()
             single = time.time() - start
-            rec["peak_extra_bytes"] = (torch.cuda.max_memory_allocated() - base
-                                       + head["module_bytes"])
+            rec["peak_extra_bytes"] = (
+                torch.cuda.max_memory_allocated() - base + head["module_bytes"]
+            )
             reps = args.reps
             if single * (reps + args.warmup) > args.budget_s:
                 fit = int(args.budget_s / max(single, 1e-6)) - args.warmup
@@ -323,10 +354,15 @@ def main(peer_factory: Callable[[], Peer], doc: str) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--min-reps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--budget-s", type=float, default=6.0,
-                    help="time budget per measurement; slow ones run fewer reps (>= --min-reps)")
-    ap.add_argument("--skip", default="",
-                    help="problem:dtype:op triples not to run (recorded as not run)")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=6.0,
+        help="time budget per measurement; slow ones run fewer reps (>= --min-reps)",
+    )
+    ap.add_argument(
+        "--skip", default="", help="problem:dtype:op triples not to run (recorded as not run)"
+    )
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--json", default="")
     ap.add_argument("--scale", type=float, default=1.0, help="scale N and E (smoke tests only)")
@@ -354,8 +390,15 @@ def main(peer_factory: Callable[[], Peer], doc: str) -> int:
         for name in problems:
             for dt in args.dtypes.split(","):
                 for op in args.ops.split(","):
-                    emit({"problem": name, "dtype": dt, "op": op, "mode": "-",
-                          "error": f"not run: peer unavailable ({why})"})
+                    emit(
+                        {
+                            "problem": name,
+                            "dtype": dt,
+                            "op": op,
+                            "mode": "-",
+                            "error": f"not run: peer unavailable ({why})",
+                        }
+                    )
         return 0
     modes = args.modes.split(",") if args.modes else list(peer.modes)
     for name in problems:

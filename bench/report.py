@@ -85,11 +85,18 @@ def best_peer(records):
     failed = [r for r in records if r.get("median_ms") is not None]
     if failed:
         r = failed[0]
-        return None, None, None, None, (
-            f"check FAILED against e3nn ({r.get('mode')}: fwd rel err "
-            f"{r.get('verify_fwd_rel_err', float('nan')):.1e}, bwd "
-            f"{r.get('verify_bwd_rel_err', float('nan')):.1e}"
-            f"{', ' + r['verify_note'] if r.get('verify_note') else ''}); time not counted")
+        return (
+            None,
+            None,
+            None,
+            None,
+            (
+                f"check FAILED against e3nn ({r.get('mode')}: fwd rel err "
+                f"{r.get('verify_fwd_rel_err', float('nan')):.1e}, bwd "
+                f"{r.get('verify_bwd_rel_err', float('nan')):.1e}"
+                f"{', ' + r['verify_note'] if r.get('verify_note') else ''}); time not counted"
+            ),
+        )
     errors = sorted({r.get("error", "not run") for r in records})
     return None, None, None, None, "; ".join(errors) if errors else "not run"
 
@@ -98,8 +105,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("clebsch", help="bench_conv's JSON lines (comma-separated paths: merged)")
     ap.add_argument("e3nn", help="e3nn_conv.py's JSON lines (comma-separated paths: merged)")
-    ap.add_argument("--peer", action="append", default=[],
-                    help="NAME=PATH[,PATH...] of a peer's JSON lines (oeq, cueq); repeatable")
+    ap.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        help="NAME=PATH[,PATH...] of a peer's JSON lines (oeq, cueq); repeatable",
+    )
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     ours = [r["result"] for r in load_many(args.clebsch) if "result" in r]
@@ -121,11 +132,15 @@ def main():
             continue
         for op, t in r["times"].items():
             key = (r["problem"], r["dtype"], op)
-            entry = best.setdefault(key, {"floor_ms": t["floor_ms"], "modes": {},
-                                          "edges": r.get("edges")})
+            entry = best.setdefault(
+                key, {"floor_ms": t["floor_ms"], "modes": {}, "edges": r.get("edges")}
+            )
             entry["modes"][r["accumulation"]] = {
-                "ms": t["median_ms"], "runs": t["runs"], "verify": r["verify"],
-                "extra_MB": r["extra_device_bytes"] / 1e6}
+                "ms": t["median_ms"],
+                "runs": t["runs"],
+                "verify": r["verify"],
+                "extra_MB": r["extra_device_bytes"] / 1e6,
+            }
     keys = set(best) | set(e3nn)
     for by_key in peers.values():
         keys |= set(by_key)
@@ -141,15 +156,23 @@ def main():
     def f(v, fmt):
         return "-" if v is None else format(v, fmt)
 
-    print(f"# {header.get('gpu', '?')}, driver {header.get('driver', '?')}, copy bandwidth "
-          f"{header.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s; commit "
-          f"{header.get('commit') or '?'}\n")
+    print(
+        f"# {header.get('gpu', '?')}, driver {header.get('driver', '?')}, copy bandwidth "
+        f"{header.get('copy_bandwidth_Bps', 0) / 1e12:.2f} TB/s; commit "
+        f"{header.get('commit') or '?'}\n"
+    )
     peer_cols = "".join(f" {PEER_TITLES.get(p, p)} ms (mode) |" for p in peers)
     speed_cols = "".join(f" x{PEER_TITLES.get(p, p)} |" for p in peers)
     mem_cols = "".join(f" {PEER_TITLES.get(p, p)} GB |" for p in peers)
-    print("| problem | dtype | op | atomic ms | det. ms | floor ms | best/floor | e3nn ms (runs) |"
-          + peer_cols + " x e3nn |" + speed_cols + " our extra MB | e3nn GB |" + mem_cols
-          + " check |")
+    print(
+        "| problem | dtype | op | atomic ms | det. ms | floor ms | best/floor | e3nn ms (runs) |"
+        + peer_cols
+        + " x e3nn |"
+        + speed_cols
+        + " our extra MB | e3nn GB |"
+        + mem_cols
+        + " check |"
+    )
     ncol = 12 + 3 * len(peers)
     print("|" + "---|" * ncol)
     rows = []
@@ -161,17 +184,26 @@ def main():
         b = min(ms) if ms else None
         ref = e3nn.get(key, {})
         ref_ms = ref.get("median_ms")
-        row = {"problem": prob, "dtype": dt, "op": op,
-               "atomic_ms": modes.get("atomic", {}).get("ms"),
-               "deterministic_ms": modes.get("deterministic", {}).get("ms"),
-               "floor_ms": entry["floor_ms"] if entry else None,
-               "best_over_floor": b / entry["floor_ms"] if entry and b else None,
-               "e3nn_ms": ref_ms, "e3nn_runs": ref.get("runs"), "e3nn_error": ref.get("error"),
-               "speedup": ref_ms / b if ref_ms and b else None,
-               "e3nn_peak_extra_GB": (ref.get("peak_extra_bytes") or 0) / 1e9 if ref else None,
-               "extra_MB": max(m["extra_MB"] for m in modes.values()) if modes else None,
-               "verify": ("PASS" if modes and all(m["verify"] == "PASS" for m in modes.values())
-                          else ("FAIL" if modes else "not run"))}
+        row = {
+            "problem": prob,
+            "dtype": dt,
+            "op": op,
+            "atomic_ms": modes.get("atomic", {}).get("ms"),
+            "deterministic_ms": modes.get("deterministic", {}).get("ms"),
+            "floor_ms": entry["floor_ms"] if entry else None,
+            "best_over_floor": b / entry["floor_ms"] if entry and b else None,
+            "e3nn_ms": ref_ms,
+            "e3nn_runs": ref.get("runs"),
+            "e3nn_error": ref.get("error"),
+            "speedup": ref_ms / b if ref_ms and b else None,
+            "e3nn_peak_extra_GB": (ref.get("peak_extra_bytes") or 0) / 1e9 if ref else None,
+            "extra_MB": max(m["extra_MB"] for m in modes.values()) if modes else None,
+            "verify": (
+                "PASS"
+                if modes and all(m["verify"] == "PASS" for m in modes.values())
+                else ("FAIL" if modes else "not run")
+            ),
+        }
         cells_peer, cells_speed, cells_mem = "", "", ""
         for name, by_key in peers.items():
             recs = by_key.get(key, [])
@@ -180,8 +212,12 @@ def main():
                 other = [r for r in recs if r.get("edges") not in (None, entry["edges"])]
                 recs = [r for r in recs if r not in other]
                 if other and not recs:
-                    recs = [{"error": f"not comparable: run with E = {other[0]['edges']}, "
-                             f"Clebsch with E = {entry['edges']}"}]
+                    recs = [
+                        {
+                            "error": f"not comparable: run with E = {other[0]['edges']}, "
+                            f"Clebsch with E = {entry['edges']}"
+                        }
+                    ]
             p_ms, p_mode, p_runs, p_mem, why = best_peer(recs)
             if not recs:
                 why = "not in this run"
@@ -189,18 +225,22 @@ def main():
             row[f"{name}_peak_extra_GB"] = p_mem / 1e9 if p_mem is not None else None
             row[f"{name}_why"] = why
             row[f"speedup_vs_{name}"] = p_ms / b if p_ms and b else None
-            cells_peer += (f" {p_ms:.3f} ({p_mode}) |" if p_ms is not None
-                           else f" {note(why)} |")
+            cells_peer += f" {p_ms:.3f} ({p_mode}) |" if p_ms is not None else f" {note(why)} |"
             cells_speed += f" {f(row[f'speedup_vs_{name}'], '.1f')} |"
             cells_mem += f" {f(row[f'{name}_peak_extra_GB'], '.2f')} |"
         rows.append(row)
-        e3 = (note(ref["error"]) if ref.get("error")
-              else (f"{ref_ms:.2f} ({ref.get('runs')})" if ref_ms else "-"))
-        print(f"| {prob} | {dt} | {op} | {f(row['atomic_ms'], '.3f')} | "
-              f"{f(row['deterministic_ms'], '.3f')} | {f(row['floor_ms'], '.3f')} | "
-              f"{f(row['best_over_floor'], '.2f')} | {e3} |{cells_peer} "
-              f"{f(row['speedup'], '.1f')} |{cells_speed} {f(row['extra_MB'], '.1f')} | "
-              f"{f(row['e3nn_peak_extra_GB'], '.2f')} |{cells_mem} {row['verify']} |")
+        e3 = (
+            note(ref["error"])
+            if ref.get("error")
+            else (f"{ref_ms:.2f} ({ref.get('runs')})" if ref_ms else "-")
+        )
+        print(
+            f"| {prob} | {dt} | {op} | {f(row['atomic_ms'], '.3f')} | "
+            f"{f(row['deterministic_ms'], '.3f')} | {f(row['floor_ms'], '.3f')} | "
+            f"{f(row['best_over_floor'], '.2f')} | {e3} |{cells_peer} "
+            f"{f(row['speedup'], '.1f')} |{cells_speed} {f(row['extra_MB'], '.1f')} | "
+            f"{f(row['e3nn_peak_extra_GB'], '.2f')} |{cells_mem} {row['verify']} |"
+        )
     if notes:
         print()
         for text, k in notes.items():
@@ -212,18 +252,24 @@ def main():
     for name in peers:
         both = [r for r in rows if r[f"speedup_vs_{name}"] is not None]
         slower = [r for r in both if r[f"speedup_vs_{name}"] <= 1.0]
-        summary[name] = {"compared": len(both), "clebsch_slower_or_equal": [
-            f"{r['problem']}:{r['dtype']}:{r['op']}" for r in slower]}
+        summary[name] = {
+            "compared": len(both),
+            "clebsch_slower_or_equal": [f"{r['problem']}:{r['dtype']}:{r['op']}" for r in slower],
+        }
         title = PEER_TITLES.get(name, name)
         if not both:
             print(f"{title}: no (problem, dtype, op) where both ran.")
         elif not slower:
             lo = min(r[f"speedup_vs_{name}"] for r in both)
-            print(f"{title}: Clebsch faster on all {len(both)} (problem, dtype, op) where both ran "
-                  f"(smallest speed-up {lo:.2f}x).")
+            print(
+                f"{title}: Clebsch faster on all {len(both)} (problem, dtype, op) where both ran "
+                f"(smallest speed-up {lo:.2f}x)."
+            )
         else:
-            print(f"{title}: Clebsch NOT faster on {len(slower)} of {len(both)}: "
-                  + ", ".join(summary[name]["clebsch_slower_or_equal"]))
+            print(
+                f"{title}: Clebsch NOT faster on {len(slower)} of {len(both)}: "
+                + ", ".join(summary[name]["clebsch_slower_or_equal"])
+            )
 
     # float64 / float32 time per problem and op (best mode each).
     print("\n| problem | op | float64 / float32 |")
@@ -239,8 +285,16 @@ def main():
             print(f"| {prob} | {op} | {min(t64) / min(t32):.2f} |")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"header": header, "rows": rows, "notes": {v: k for k, v in notes.items()},
-                       "summary": summary}, out, indent=1)
+            json.dump(
+                {
+                    "header": header,
+                    "rows": rows,
+                    "notes": {v: k for k, v in notes.items()},
+                    "summary": summary,
+                },
+                out,
+                indent=1,
+            )
     return 0
 
 

@@ -36,20 +36,31 @@ def _check_against_golden(model_path, golden_path, verbose: bool = True) -> floa
     model_json, tensors = write.read_model(model_path)
     golden_json, g = write.read_golden(golden_path)
     if golden_json.get("model_sha256") != model_json["source"]["sha256"]:
-        raise ValueError(f"{golden_path} belongs to model {golden_json.get('model_sha256')}, "
-                         f"not {model_json['source']['sha256']}")
+        raise ValueError(
+            f"{golden_path} belongs to model {golden_json.get('model_sha256')}, "
+            f"not {model_json['source']['sha256']}"
+        )
     worst = 0.0
     for s in golden_json["structures"]:
         n = s["name"]
         edges = (g[f"{n}.edge_centre"], g[f"{n}.edge_neighbour"], g[f"{n}.edge_shift"])
-        out = nr.evaluate(model_json, tensors, g[f"{n}.positions"], g[f"{n}.species"],
-                          g[f"{n}.cell"], [bool(p) for p in g[f"{n}.pbc"]], edges=edges)
+        out = nr.evaluate(
+            model_json,
+            tensors,
+            g[f"{n}.positions"],
+            g[f"{n}.species"],
+            g[f"{n}.cell"],
+            [bool(p) for p in g[f"{n}.pbc"]],
+            edges=edges,
+        )
         de = float(np.abs(out["node_energy"] - g[f"{n}.node_energy"]).max())
         worst = max(worst, de)
         if verbose:
-            print(f"  {n:14s} atoms {s['n_atoms']:4d} edges {s['n_edges']:6d}  "
-                  f"E(python) {g[f'{n}.energy'][0]: .12f}  E(numpy) {out['energy'][0]: .12f}  "
-                  f"max|d e_i| {de:.2e}")
+            print(
+                f"  {n:14s} atoms {s['n_atoms']:4d} edges {s['n_edges']:6d}  "
+                f"E(python) {g[f'{n}.energy'][0]: .12f}  E(numpy) {out['energy'][0]: .12f}  "
+                f"max|d e_i| {de:.2e}"
+            )
     return worst
 
 
@@ -66,8 +77,10 @@ def _export(arch: str, args) -> int:
         model_json, tensors = reader.export_nequip(model, source_path=args.model)
     write.write_model(args.out, model_json, tensors)
     size = sum(t.nbytes for t in tensors.values())
-    print(f"wrote {args.out}: {model_json['arch']} {model_json['source']['model_class']}, "
-          f"{len(tensors)} tensors, {size / 1e6:.2f} MB")
+    print(
+        f"wrote {args.out}: {model_json['arch']} {model_json['source']['model_class']}, "
+        f"{len(tensors)} tensors, {size / 1e6:.2f} MB"
+    )
     if args.golden:
         if arch == "mace":
             golden_json, golden_tensors = reader.golden_mace(model, model_json, head=args.head)
@@ -79,8 +92,10 @@ def _export(arch: str, args) -> int:
         worst = _check_against_golden(args.out, gpath)
         tol = 1e-8
         if worst > tol:
-            print(f"FAILED: NumPy reference differs from the Python model by {worst:.2e} eV/atom",
-                  file=sys.stderr)
+            print(
+                f"FAILED: NumPy reference differs from the Python model by {worst:.2e} eV/atom",
+                file=sys.stderr,
+            )
             return 1
         print(f"OK: NumPy reference matches the Python model (max |d e_i| = {worst:.2e} eV)")
     return 0
@@ -93,8 +108,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     --------
     >>> # main(["export-mace", "cu.model", "cu.safetensors", "--golden"])
     """
-    parser = argparse.ArgumentParser(prog="python -m potentials.cli",
-                                     description="Export MACE/NequIP models for Clebsch.")
+    parser = argparse.ArgumentParser(
+        prog="python -m potentials.cli", description="Export MACE/NequIP models for Clebsch."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("export-mace", help="export a MACE .model file")
     p.add_argument("model")
@@ -119,8 +135,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _export("nequip", args)
         if args.command == "check":
             model_json, tensors = write.read_model(args.file)
-            print(f"{args.file}: valid {model_json['format']} {model_json['format_version']}, "
-                  f"arch {model_json['arch']}, {len(tensors)} tensors")
+            print(
+                f"{args.file}: valid {model_json['format']} {model_json['format_version']}, "
+                f"arch {model_json['arch']}, {len(tensors)} tensors"
+            )
             if args.golden:
                 worst = _check_against_golden(args.file, args.golden)
                 print(f"max |d e_i| = {worst:.2e} eV")
@@ -140,8 +158,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"head         {src.get('head')}")
             print(f"packages     {src['packages']}")
             print(f"sha256       {src['sha256']}")
-            print(f"parameters   {sum(t.size for t in tensors.values())} numbers in "
-                  f"{len(tensors)} tensors")
+            print(
+                f"parameters   {sum(t.size for t in tensors.values())} numbers in "
+                f"{len(tensors)} tensors"
+            )
             return 0
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

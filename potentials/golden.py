@@ -65,8 +65,10 @@ def reference_structures(species_z: List[int], r_max: float, seed: int = 2026112
     d0 = _nn_distance(species_z)
     a = d0 * np.sqrt(2.0)
     # molecule: centre + 7 of the 12 fcc neighbours, rattled
-    nbrs = np.array([[1, 1, 0], [1, -1, 0], [-1, 1, 0], [0, 1, 1], [0, -1, 1], [1, 0, -1],
-                     [-1, 0, 1]], dtype=float) * (a / 2)
+    nbrs = np.array(
+        [[1, 1, 0], [1, -1, 0], [-1, 1, 0], [0, 1, 1], [0, -1, 1], [1, 0, -1], [-1, 0, 1]],
+        dtype=float,
+    ) * (a / 2)
     pos = np.vstack([np.zeros(3), nbrs]) + rng.normal(scale=0.08, size=(8, 3))
     zs = [species_z[i % len(species_z)] for i in range(8)]
     molecule = ase.Atoms(numbers=zs, positions=pos, pbc=False)
@@ -91,10 +93,12 @@ def reference_structures(species_z: List[int], r_max: float, seed: int = 2026112
     return [("molecule", molecule), ("periodic", periodic), ("multispecies", slab)]
 
 
-def build_golden(model_json: Mapping[str, Any],
-                 evaluate: Callable[[Any], Dict[str, np.ndarray]],
-                 edge_convert: Callable[[Dict[str, np.ndarray]], Tuple[np.ndarray, ...]],
-                 notes: Mapping[str, str]) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+def build_golden(
+    model_json: Mapping[str, Any],
+    evaluate: Callable[[Any], Dict[str, np.ndarray]],
+    edge_convert: Callable[[Dict[str, np.ndarray]], Tuple[np.ndarray, ...]],
+    notes: Mapping[str, str],
+) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """Run ``evaluate(atoms)`` on the reference structures and assemble the golden file.
 
     Parameters
@@ -141,8 +145,12 @@ def build_golden(model_json: Mapping[str, Any],
             "edge_shift": shift,
         }
         for key, value in out.items():
-            if key.startswith("edge_") and key not in ("edge_vectors", "edge_sh",
-                                                       "edge_radial", "edge_embedding"):
+            if key.startswith("edge_") and key not in (
+                "edge_vectors",
+                "edge_sh",
+                "edge_radial",
+                "edge_embedding",
+            ):
                 continue  # the package's own edge bookkeeping; converted above
             items[key] = value
         for key, value in items.items():

@@ -30,8 +30,10 @@ Tensors = Mapping[str, np.ndarray]
 # Geometry
 # ---------------------------------------------------------------------------------------------
 
-def neighbour_list(positions: np.ndarray, cell: Optional[np.ndarray], pbc: Sequence[bool],
-                   cutoff: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+
+def neighbour_list(
+    positions: np.ndarray, cell: Optional[np.ndarray], pbc: Sequence[bool], cutoff: float
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """All ordered pairs (centre i, neighbour j, integer image shift S) with
     ``0 < |r_j + S @ cell - r_i| < cutoff``; the atom itself is excluded only at S = 0.
 
@@ -61,9 +63,15 @@ def neighbour_list(positions: np.ndarray, cell: Optional[np.ndarray], pbc: Seque
         height = abs(np.dot(cell[d], normal)) / np.linalg.norm(normal)
         span = np.ptp(positions @ normal / np.linalg.norm(normal)) if len(positions) else 0.0
         reps.append(int(np.ceil((cutoff + span) / height)) + 1)
-    shifts = np.array([(a, b, c) for a in range(-reps[0], reps[0] + 1)
-                       for b in range(-reps[1], reps[1] + 1)
-                       for c in range(-reps[2], reps[2] + 1)], dtype=np.int64)
+    shifts = np.array(
+        [
+            (a, b, c)
+            for a in range(-reps[0], reps[0] + 1)
+            for b in range(-reps[1], reps[1] + 1)
+            for c in range(-reps[2], reps[2] + 1)
+        ],
+        dtype=np.int64,
+    )
     centres, neighbours, images = [], [], []
     for s in shifts:
         off = s @ cell
@@ -76,8 +84,11 @@ def neighbour_list(positions: np.ndarray, cell: Optional[np.ndarray], pbc: Seque
         centres.append(i)
         neighbours.append(j)
         images.append(np.repeat(s[None, :], len(i), axis=0))
-    return (np.concatenate(centres), np.concatenate(neighbours),
-            np.concatenate(images).reshape(-1, 3))
+    return (
+        np.concatenate(centres),
+        np.concatenate(neighbours),
+        np.concatenate(images).reshape(-1, 3),
+    )
 
 
 def spherical_harmonics(lmax: int, vectors: np.ndarray) -> np.ndarray:
@@ -140,14 +151,19 @@ def polynomial_cutoff(r: np.ndarray, r_max, p) -> np.ndarray:
     ``r_max`` may be an array (per edge).
     """
     t = r / r_max
-    f = (1.0 - ((p + 1.0) * (p + 2.0) / 2.0) * t ** p + p * (p + 2.0) * t ** (p + 1)
-         - (p * (p + 1.0) / 2) * t ** (p + 2))
+    f = (
+        1.0
+        - ((p + 1.0) * (p + 2.0) / 2.0) * t**p
+        + p * (p + 2.0) * t ** (p + 1)
+        - (p * (p + 1.0) / 2) * t ** (p + 2)
+    )
     return f * (r < r_max)
 
 
 # ---------------------------------------------------------------------------------------------
 # Operations (one per ``op`` of FORMAT.md)
 # ---------------------------------------------------------------------------------------------
+
 
 def _act(desc: Optional[Mapping[str, Any]], x: np.ndarray) -> np.ndarray:
     if desc is None:
@@ -187,15 +203,20 @@ def linear(desc: Mapping[str, Any], x: np.ndarray, t: Tensors) -> np.ndarray:
         mi, mo = ins["path_shape"]
         mul_in, l_in, _ = items_in[ins["i_in"]]
         d = 2 * l_in + 1
-        a = x[:, off_in[ins["i_in"]]: off_in[ins["i_in"]] + mul_in * d].reshape(n, mul_in, d)
-        W = w[ins["weight_offset"]: ins["weight_offset"] + mi * mo].reshape(mi, mo)
+        a = x[:, off_in[ins["i_in"]] : off_in[ins["i_in"]] + mul_in * d].reshape(n, mul_in, d)
+        W = w[ins["weight_offset"] : ins["weight_offset"] + mi * mo].reshape(mi, mo)
         o = off_out[ins["i_out"]]
-        y[:, o: o + mo * d] += ins["path_weight"] * np.einsum("uw,nui->nwi", W, a).reshape(n, -1)
+        y[:, o : o + mo * d] += ins["path_weight"] * np.einsum("uw,nui->nwi", W, a).reshape(n, -1)
     return y
 
 
-def tensor_product(desc: Mapping[str, Any], x1: np.ndarray, x2: np.ndarray, t: Tensors,
-                   weight: Optional[np.ndarray] = None) -> np.ndarray:
+def tensor_product(
+    desc: Mapping[str, Any],
+    x1: np.ndarray,
+    x2: np.ndarray,
+    t: Tensors,
+    weight: Optional[np.ndarray] = None,
+) -> np.ndarray:
     """``tensor_product`` op. ``P = cg`` already includes the path weight.
 
     uvw: ``out[w,k] += sum_{u,v,i,j} W[u,v,w] P[i,j,k] x1[u,i] x2[v,j]``;
@@ -217,11 +238,11 @@ def tensor_product(desc: Mapping[str, Any], x1: np.ndarray, x2: np.ndarray, t: T
         m1, l1, _ = items1[ins["i_in1"]]
         m2, l2, _ = items2[ins["i_in2"]]
         m3, l3, _ = items3[ins["i_out"]]
-        a = x1[:, off1[ins["i_in1"]]: off1[ins["i_in1"] + 1]].reshape(n, m1, 2 * l1 + 1)
-        b = x2[:, off2[ins["i_in2"]]: off2[ins["i_in2"] + 1]].reshape(n, m2, 2 * l2 + 1)
+        a = x1[:, off1[ins["i_in1"]] : off1[ins["i_in1"] + 1]].reshape(n, m1, 2 * l1 + 1)
+        b = x2[:, off2[ins["i_in2"]] : off2[ins["i_in2"] + 1]].reshape(n, m2, 2 * l2 + 1)
         shape = ins["path_shape"]
         numel = int(np.prod(shape))
-        w = wall[:, ins["weight_offset"]: ins["weight_offset"] + numel].reshape(-1, *shape)
+        w = wall[:, ins["weight_offset"] : ins["weight_offset"] + numel].reshape(-1, *shape)
         if w.shape[0] == 1 and n != 1:
             w = np.broadcast_to(w, (n, *shape))
         mode = ins["mode"]
@@ -233,7 +254,7 @@ def tensor_product(desc: Mapping[str, Any], x1: np.ndarray, x2: np.ndarray, t: T
             r = np.einsum("nu,ijk,nui,nuj->nuk", w, P, a, b, optimize=True)
         else:
             raise ValueError(f"unknown tensor-product mode {mode!r}")
-        out[:, off3[ins["i_out"]]: off3[ins["i_out"] + 1]] += r.reshape(n, -1)
+        out[:, off3[ins["i_out"]] : off3[ins["i_out"] + 1]] += r.reshape(n, -1)
     return out
 
 
@@ -255,7 +276,7 @@ def activation(desc: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
     y = x.copy()
     for b, act in enumerate(desc["acts"]):
         if act is not None:
-            y[:, off[b]: off[b + 1]] = _act(act, x[:, off[b]: off[b + 1]])
+            y[:, off[b] : off[b + 1]] = _act(act, x[:, off[b] : off[b + 1]])
     return y
 
 
@@ -271,15 +292,16 @@ def gate(desc: Mapping[str, Any], x: np.ndarray) -> np.ndarray:
     pos = 0
     for mul, l, _ in parse_irreps(desc["irreps_gated"]):
         d = 2 * l + 1
-        blk = v[:, pos: pos + mul * d].reshape(-1, mul, d)
-        parts.append((blk * g[:, k: k + mul, None]).reshape(len(x), -1))
+        blk = v[:, pos : pos + mul * d].reshape(-1, mul, d)
+        parts.append((blk * g[:, k : k + mul, None]).reshape(len(x), -1))
         k += mul
         pos += mul * d
     return np.concatenate(parts, axis=1)
 
 
-def symmetric_contraction(desc: Mapping[str, Any], A: np.ndarray, species: np.ndarray,
-                          t: Tensors) -> np.ndarray:
+def symmetric_contraction(
+    desc: Mapping[str, Any], A: np.ndarray, species: np.ndarray, t: Tensors
+) -> np.ndarray:
     """MACE product basis. ``A`` is ``[n, C, D]``; returns ``[n, dim(irreps_out)]``.
 
     ``B[n,c,M] = sum_nu sum_k W_nu[z_n,k,c] sum_{i_1..i_nu} U_nu[M,i_1..i_nu,k] prod_t A[n,c,i_t]``,
@@ -311,13 +333,14 @@ def symmetric_contraction(desc: Mapping[str, Any], A: np.ndarray, species: np.nd
 # MACE
 # ---------------------------------------------------------------------------------------------
 
+
 def _to_channel_major(x: np.ndarray, irreps: str) -> np.ndarray:
     """Flat ``mul_ir`` features (all muls equal C) -> ``[n, C, sum(2l+1)]``."""
     items, off = _blocks(irreps)
     n = x.shape[0]
     parts = []
     for b, (mul, l, _) in enumerate(items):
-        parts.append(x[:, off[b]: off[b + 1]].reshape(n, mul, 2 * l + 1))
+        parts.append(x[:, off[b] : off[b + 1]].reshape(n, mul, 2 * l + 1))
     return np.concatenate(parts, axis=2)
 
 
@@ -364,9 +387,16 @@ def _zbl_mace(desc: Mapping[str, Any], species, r, recv, send, n: int) -> np.nda
     return np.bincount(recv, weights=v, minlength=n)
 
 
-def evaluate_mace(model: Mapping[str, Any], t: Tensors, positions, species, cell=None,
-                  pbc=(False, False, False), edges=None, intermediates: bool = False
-                  ) -> Dict[str, np.ndarray]:
+def evaluate_mace(
+    model: Mapping[str, Any],
+    t: Tensors,
+    positions,
+    species,
+    cell=None,
+    pbc=(False, False, False),
+    edges=None,
+    intermediates: bool = False,
+) -> Dict[str, np.ndarray]:
     """Per-atom and total energy of a MACE file (see :func:`evaluate`)."""
     mace = model["mace"]
     positions = np.asarray(positions, dtype=float)
@@ -407,7 +437,7 @@ def evaluate_mace(model: Mapping[str, Any], t: Tensors, positions, species, cell
             M = M / norm["avg_num_neighbors"]
         else:
             rho = mlp(norm["density_mlp"], ef, t)
-            dens = np.tanh(rho ** 2)
+            dens = np.tanh(rho**2)
             if fc is not None:
                 dens = dens * fc[:, None]
             Dn = np.zeros((n, 1))
@@ -440,8 +470,11 @@ def evaluate_mace(model: Mapping[str, Any], t: Tensors, positions, species, cell
     ss = mace["scale_shift"]
     e0 = t[mace["atomic_energies"]["tensor"]][species]
     node_energy = e0 + ss["scale"] * e_inter + ss["shift"]
-    out = {"energy": np.array([node_energy.sum()]), "node_energy": node_energy,
-           "num_edges": np.array([len(recv)])}
+    out = {
+        "energy": np.array([node_energy.sum()]),
+        "node_energy": node_energy,
+        "num_edges": np.array([len(recv)]),
+    }
     if intermediates:
         out.update(inter_out)
     return out
@@ -450,6 +483,7 @@ def evaluate_mace(model: Mapping[str, Any], t: Tensors, positions, species, cell
 # ---------------------------------------------------------------------------------------------
 # NequIP
 # ---------------------------------------------------------------------------------------------
+
 
 def _zbl_nequip(desc: Mapping[str, Any], species, r, x, centre, neigh, n: int) -> np.ndarray:
     Z = np.asarray(desc["atomic_numbers"], dtype=float)
@@ -461,9 +495,16 @@ def _zbl_nequip(desc: Mapping[str, Any], species, r, x, centre, neigh, n: int) -
     return np.bincount(centre, weights=eng, minlength=n)
 
 
-def evaluate_nequip(model: Mapping[str, Any], t: Tensors, positions, species, cell=None,
-                    pbc=(False, False, False), edges=None, intermediates: bool = False
-                    ) -> Dict[str, np.ndarray]:
+def evaluate_nequip(
+    model: Mapping[str, Any],
+    t: Tensors,
+    positions,
+    species,
+    cell=None,
+    pbc=(False, False, False),
+    edges=None,
+    intermediates: bool = False,
+) -> Dict[str, np.ndarray]:
     """Per-atom and total energy of a NequIP file (see :func:`evaluate`)."""
     nq = model["nequip"]
     positions = np.asarray(positions, dtype=float)
@@ -492,9 +533,12 @@ def evaluate_nequip(model: Mapping[str, Any], t: Tensors, positions, species, ce
         old = h
         sc = tensor_product(layer["sc"], h, attrs, t) if layer["sc"] is not None else None
         xk = linear(layer["linear_1"], h, t)
-        xk = xk * t[layer["norm_const"]["tensor"]][species if
-                                                   t[layer["norm_const"]["tensor"]].size > 1
-                                                   else np.zeros(n, dtype=int)][:, None]
+        xk = (
+            xk
+            * t[layer["norm_const"]["tensor"]][
+                species if t[layer["norm_const"]["tensor"]].size > 1 else np.zeros(n, dtype=int)
+            ][:, None]
+        )
         wts = mlp(layer["edge_mlp"], emb, t)
         msg = tensor_product(layer["tp"], xk[neigh], Y, t, weight=wts)
         agg = np.zeros((n, msg.shape[1]))
@@ -525,9 +569,17 @@ def evaluate_nequip(model: Mapping[str, Any], t: Tensors, positions, species, ce
 # Entry points
 # ---------------------------------------------------------------------------------------------
 
-def evaluate(model: Mapping[str, Any], tensors: Tensors, positions, species, cell=None,
-             pbc=(False, False, False), edges=None, intermediates: bool = False
-             ) -> Dict[str, np.ndarray]:
+
+def evaluate(
+    model: Mapping[str, Any],
+    tensors: Tensors,
+    positions,
+    species,
+    cell=None,
+    pbc=(False, False, False),
+    edges=None,
+    intermediates: bool = False,
+) -> Dict[str, np.ndarray]:
     """Evaluate a model file on one structure.
 
     Parameters
@@ -552,13 +604,13 @@ def evaluate(model: Mapping[str, Any], tensors: Tensors, positions, species, cel
     if model["arch"] == "mace":
         return evaluate_mace(model, tensors, positions, species, cell, pbc, edges, intermediates)
     if model["arch"] == "nequip":
-        return evaluate_nequip(model, tensors, positions, species, cell, pbc, edges,
-                               intermediates)
+        return evaluate_nequip(model, tensors, positions, species, cell, pbc, edges, intermediates)
     raise ValueError(f"unknown arch {model['arch']!r}")
 
 
-def finite_difference_forces(model, tensors, positions, species, cell=None,
-                             pbc=(False, False, False), h: float = 1e-5) -> np.ndarray:
+def finite_difference_forces(
+    model, tensors, positions, species, cell=None, pbc=(False, False, False), h: float = 1e-5
+) -> np.ndarray:
     """Central-difference forces ``-dE/dr`` (slow: 6N energy evaluations; for tests)."""
     positions = np.asarray(positions, dtype=float)
     forces = np.zeros_like(positions)

@@ -48,6 +48,7 @@ THREADS = "2"
 # Data
 # ---------------------------------------------------------------------------------------------
 
+
 def _emt_frames(rng: np.random.Generator) -> List:
     """Reference structures labelled with ASE's EMT calculator."""
     import ase.build
@@ -83,10 +84,18 @@ def _emt_frames(rng: np.random.Generator) -> List:
                 F = np.eye(3) * (1.0 + strain) + rng.normal(scale=0.01, size=(3, 3))
                 atoms.set_cell(atoms.cell[:] @ F, scale_atoms=True)
                 atoms.calc = EMT()
-                MaxwellBoltzmannDistribution(atoms, temperature_K=temperature,
-                                             rng=np.random.RandomState(rng.integers(1 << 31)))
-                dyn = Langevin(atoms, 2.0 * units.fs, temperature_K=temperature,
-                               friction=0.02, rng=np.random.RandomState(rng.integers(1 << 31)))
+                MaxwellBoltzmannDistribution(
+                    atoms,
+                    temperature_K=temperature,
+                    rng=np.random.RandomState(rng.integers(1 << 31)),
+                )
+                dyn = Langevin(
+                    atoms,
+                    2.0 * units.fs,
+                    temperature_K=temperature,
+                    friction=0.02,
+                    rng=np.random.RandomState(rng.integers(1 << 31)),
+                )
                 dyn.run(100)  # equilibrate
                 for _ in range(2):
                     dyn.run(40)
@@ -97,10 +106,16 @@ def _emt_frames(rng: np.random.Generator) -> List:
             slab = ase.build.fcc111(symbol, size=(2, 2, 4), a=a, vacuum=6.0)
             slab.pbc = (True, True, True)
             slab.calc = EMT()
-            MaxwellBoltzmannDistribution(slab, temperature_K=temperature,
-                                         rng=np.random.RandomState(rng.integers(1 << 31)))
-            dyn = Langevin(slab, 2.0 * units.fs, temperature_K=temperature, friction=0.02,
-                           rng=np.random.RandomState(rng.integers(1 << 31)))
+            MaxwellBoltzmannDistribution(
+                slab, temperature_K=temperature, rng=np.random.RandomState(rng.integers(1 << 31))
+            )
+            dyn = Langevin(
+                slab,
+                2.0 * units.fs,
+                temperature_K=temperature,
+                friction=0.02,
+                rng=np.random.RandomState(rng.integers(1 << 31)),
+            )
             dyn.run(60)
             for _ in range(4):
                 dyn.run(30)
@@ -120,8 +135,9 @@ def _labelled(atoms):
     copy.arrays["REF_forces"] = np.array(forces)
     copy.info["REF_stress"] = np.array(stress).reshape(-1)
     # nequip reads the standard keys from a calculator
-    copy.calc = SinglePointCalculator(copy, energy=energy, forces=forces,
-                                      stress=atoms.get_stress(voigt=True))
+    copy.calc = SinglePointCalculator(
+        copy, energy=energy, forces=forces, stress=atoms.get_stress(voigt=True)
+    )
     return copy
 
 
@@ -148,30 +164,33 @@ def make_data(work: pathlib.Path, max_train: int = None) -> None:
     n_test = len(frames) // 6
     n_valid = len(frames) // 10
     test = [frames[i] for i in order[:n_test]]
-    valid = [frames[i] for i in order[n_test:n_test + n_valid]]
-    train = [frames[i] for i in order[n_test + n_valid:]]
+    valid = [frames[i] for i in order[n_test : n_test + n_valid]]
+    train = [frames[i] for i in order[n_test + n_valid :]]
     if max_train is not None:
-        train, valid, test = train[:max_train], valid[:max(2, max_train // 5)], test[:4]
+        train, valid, test = train[:max_train], valid[: max(2, max_train // 5)], test[:4]
     work.mkdir(parents=True, exist_ok=True)
     for name, part in (("train", train), ("valid", valid), ("test", test)):
         ase.io.write(work / f"{name}.xyz", part, format="extxyz")
     (work / "e0.json").write_text(json.dumps(isolated_energies()))
-    print(f"data: {len(train)} train, {len(valid)} valid, {len(test)} test frames "
-          f"({sum(len(f) for f in frames)} atoms) in {work}")
+    print(
+        f"data: {len(train)} train, {len(valid)} valid, {len(test)} test frames "
+        f"({sum(len(f) for f in frames)} atoms) in {work}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Evaluation shared by both trainers
 # ---------------------------------------------------------------------------------------------
 
+
 def _errors(pred_e, ref_e, n_atoms, pred_f, ref_f) -> Dict[str, float]:
     de = (np.asarray(pred_e) - np.asarray(ref_e)) / np.asarray(n_atoms)
     df = np.concatenate(pred_f) - np.concatenate(ref_f)
     return {
         "energy_mae_meV_per_atom": 1e3 * float(np.mean(np.abs(de))),
-        "energy_rmse_meV_per_atom": 1e3 * float(np.sqrt(np.mean(de ** 2))),
+        "energy_rmse_meV_per_atom": 1e3 * float(np.sqrt(np.mean(de**2))),
         "force_mae_meV_per_A": 1e3 * float(np.mean(np.abs(df))),
-        "force_rmse_meV_per_A": 1e3 * float(np.sqrt(np.mean(df ** 2))),
+        "force_rmse_meV_per_A": 1e3 * float(np.sqrt(np.mean(df**2))),
         "n_frames": int(len(ref_e)),
         "n_atoms": int(np.sum(n_atoms)),
     }
@@ -203,8 +222,9 @@ def _file_agreement(model_path: pathlib.Path, frames, calc) -> float:
         a.calc = calc
         e_py = a.get_potential_energy()
         species = [zs.index(int(z)) for z in atoms.numbers]
-        e_np = nr.evaluate(model_json, tensors, atoms.positions, species, atoms.cell[:],
-                           atoms.pbc)["energy"][0]
+        e_np = nr.evaluate(model_json, tensors, atoms.positions, species, atoms.cell[:], atoms.pbc)[
+            "energy"
+        ][0]
         worst = max(worst, abs(e_np - e_py) / len(atoms))
     return worst
 
@@ -255,8 +275,13 @@ def _write_metrics(outdir: pathlib.Path, arch: str, metrics: Dict) -> None:
 
 
 def _run(cmd: List[str], cwd: pathlib.Path, log: pathlib.Path) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS=THREADS, MKL_NUM_THREADS=THREADS,
-               PYTHONHASHSEED="0", TEST_VAL_TWO="2")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS=THREADS,
+        MKL_NUM_THREADS=THREADS,
+        PYTHONHASHSEED="0",
+        TEST_VAL_TWO="2",
+    )
     print("+", " ".join(cmd), flush=True)
     with open(log, "w") as handle:
         proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
@@ -270,18 +295,38 @@ def _run(cmd: List[str], cwd: pathlib.Path, log: pathlib.Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 MACE_ARGS = dict(
-    model="ScaleShiftMACE", num_interactions=2, num_channels=8, max_L=1, correlation=3,
-    max_ell=2, r_max=R_MAX, num_radial_basis=8, radial_MLP="[16,16]", batch_size=4,
-    valid_batch_size=10, max_num_epochs=60, lr=0.01, ema_decay=0.99, energy_weight=10.0,
+    model="ScaleShiftMACE",
+    num_interactions=2,
+    num_channels=8,
+    max_L=1,
+    correlation=3,
+    max_ell=2,
+    r_max=R_MAX,
+    num_radial_basis=8,
+    radial_MLP="[16,16]",
+    batch_size=4,
+    valid_batch_size=10,
+    max_num_epochs=60,
+    lr=0.01,
+    ema_decay=0.99,
+    energy_weight=10.0,
     forces_weight=10.0,
-    scaling="rms_forces_scaling", default_dtype="float64", device="cpu", seed=SEED % 10000,
-    energy_key="REF_energy", forces_key="REF_forces", stress_key="REF_stress",
-    error_table="PerAtomMAE", eval_interval=5, patience=1000,
+    scaling="rms_forces_scaling",
+    default_dtype="float64",
+    device="cpu",
+    seed=SEED % 10000,
+    energy_key="REF_energy",
+    forces_key="REF_forces",
+    stress_key="REF_stress",
+    error_table="PerAtomMAE",
+    eval_interval=5,
+    patience=1000,
 )
 
 
-def train_mace(work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED,
-               device: str = "cpu") -> None:
+def train_mace(
+    work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED, device: str = "cpu"
+) -> None:
     import torch
 
     from potentials import read_mace, write
@@ -295,11 +340,19 @@ def train_mace(work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED,
     from ase.data import atomic_numbers
 
     args = dict(MACE_ARGS, max_num_epochs=epochs, device=device)
-    cmd = [sys.executable, "-m", "mace.cli.run_train", "--name=cuau",
-           f"--work_dir={run}", f"--train_file={work / 'train.xyz'}",
-           f"--valid_file={work / 'valid.xyz'}",
-           "--E0s={" + ", ".join(f"{atomic_numbers[s]}: {e!r}" for s, e in e0.items()) + "}",
-           "--ema", "--amsgrad", "--save_cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mace.cli.run_train",
+        "--name=cuau",
+        f"--work_dir={run}",
+        f"--train_file={work / 'train.xyz'}",
+        f"--valid_file={work / 'valid.xyz'}",
+        "--E0s={" + ", ".join(f"{atomic_numbers[s]}: {e!r}" for s, e in e0.items()) + "}",
+        "--ema",
+        "--amsgrad",
+        "--save_cpu",
+    ]
     cmd += [f"--{k}={v}" for k, v in args.items()]
     t0 = time.time()
     _run(cmd, run, run / "train.log")
@@ -312,8 +365,11 @@ def train_mace(work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED,
         model_file = candidates[0]
     model = read_mace.load_mace(model_file)
     model_json, tensors = read_mace.export_mace(model, source_path=model_file)
-    model_json["source"]["training"] = {"script": "potentials/train_bundled.py mace",
-                                        "args": args, "seed": SEED}
+    model_json["source"]["training"] = {
+        "script": "potentials/train_bundled.py mace",
+        "args": args,
+        "seed": SEED,
+    }
     out = outdir / "cuau-mace.safetensors"
     write.write_model(out, model_json, tensors)
     golden_json, golden = read_mace.golden_mace(model, model_json)
@@ -344,22 +400,32 @@ def train_mace(work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED,
 # NequIP
 # ---------------------------------------------------------------------------------------------
 
-NEQUIP_MODEL = dict(l_max=1, parity=False, num_layers=2, num_features=16,
-                    radial_mlp_depth=1, radial_mlp_width=16, num_bessels=8,
-                    polynomial_cutoff_p=6)
+NEQUIP_MODEL = dict(
+    l_max=1,
+    parity=False,
+    num_layers=2,
+    num_features=16,
+    radial_mlp_depth=1,
+    radial_mlp_width=16,
+    num_bessels=8,
+    polynomial_cutoff_p=6,
+)
 NEQUIP_EPOCHS = 100
 
 
-def _nequip_config(work: pathlib.Path, epochs: int, e0: Dict[str, float],
-                   device: str = "cpu") -> str:
+def _nequip_config(
+    work: pathlib.Path, epochs: int, e0: Dict[str, float], device: str = "cpu"
+) -> str:
     def dataset(name):
         return {
             "_target_": "nequip.data.dataset.ASEDataset",
             "file_path": str(work / f"{name}.xyz"),
             "transforms": [
-                {"_target_": "nequip.data.transforms.ChemicalSpeciesToAtomTypeMapper",
-                 "model_type_names": SPECIES,
-                 "chemical_species_to_atom_type_map": {s: s for s in SPECIES}},
+                {
+                    "_target_": "nequip.data.transforms.ChemicalSpeciesToAtomTypeMapper",
+                    "model_type_names": SPECIES,
+                    "chemical_species_to_atom_type_map": {s: s for s in SPECIES},
+                },
                 {"_target_": "nequip.data.transforms.NeighborListTransform", "r_max": R_MAX},
             ],
         }
@@ -377,8 +443,10 @@ def _nequip_config(work: pathlib.Path, epochs: int, e0: Dict[str, float],
             "train_dataloader": dict(loader, batch_size=2, shuffle=True),
             "val_dataloader": dict(loader, batch_size=10),
             "test_dataloader": dict(loader, batch_size=10),
-            "stats_manager": {"_target_": "nequip.data.CommonDataStatisticsManager",
-                              "type_names": SPECIES},
+            "stats_manager": {
+                "_target_": "nequip.data.CommonDataStatisticsManager",
+                "type_names": SPECIES,
+            },
         },
         "trainer": {
             "_target_": "lightning.Trainer",
@@ -389,37 +457,65 @@ def _nequip_config(work: pathlib.Path, epochs: int, e0: Dict[str, float],
             "devices": 1,
             "enable_progress_bar": False,
             "callbacks": [
-                {"_target_": "lightning.pytorch.callbacks.ModelCheckpoint",
-                 "monitor": "val0_epoch/weighted_sum", "dirpath": str(work / "nequip"),
-                 "filename": "best", "save_top_k": 1, "save_last": True},
-                {"_target_": "lightning.pytorch.callbacks.LearningRateMonitor",
-                 "logging_interval": "epoch"},
+                {
+                    "_target_": "lightning.pytorch.callbacks.ModelCheckpoint",
+                    "monitor": "val0_epoch/weighted_sum",
+                    "dirpath": str(work / "nequip"),
+                    "filename": "best",
+                    "save_top_k": 1,
+                    "save_last": True,
+                },
+                {
+                    "_target_": "lightning.pytorch.callbacks.LearningRateMonitor",
+                    "logging_interval": "epoch",
+                },
             ],
         },
         "training_module": {
             "_target_": "nequip.train.EMALightningModule",
             "ema_decay": 0.99,
-            "loss": {"_target_": "nequip.train.EnergyForceLoss", "per_atom_energy": True,
-                     "coeffs": {"total_energy": 1.0, "forces": 1.0}},
-            "val_metrics": {"_target_": "nequip.train.EnergyForceMetrics",
-                            "coeffs": {"per_atom_energy_mae": 1.0, "forces_mae": 1.0}},
-            "test_metrics": {"_target_": "nequip.train.EnergyForceMetrics",
-                             "coeffs": {"per_atom_energy_mae": 1.0, "forces_mae": 1.0}},
+            "loss": {
+                "_target_": "nequip.train.EnergyForceLoss",
+                "per_atom_energy": True,
+                "coeffs": {"total_energy": 1.0, "forces": 1.0},
+            },
+            "val_metrics": {
+                "_target_": "nequip.train.EnergyForceMetrics",
+                "coeffs": {"per_atom_energy_mae": 1.0, "forces_mae": 1.0},
+            },
+            "test_metrics": {
+                "_target_": "nequip.train.EnergyForceMetrics",
+                "coeffs": {"per_atom_energy_mae": 1.0, "forces_mae": 1.0},
+            },
             "optimizer": {"_target_": "torch.optim.Adam", "lr": 0.01},
             "lr_scheduler": {
-                "scheduler": {"_target_": "torch.optim.lr_scheduler.ReduceLROnPlateau",
-                              "factor": 0.5, "patience": 10},
-                "monitor": "val0_epoch/weighted_sum", "interval": "epoch",
-                "frequency": 1},
+                "scheduler": {
+                    "_target_": "torch.optim.lr_scheduler.ReduceLROnPlateau",
+                    "factor": 0.5,
+                    "patience": 10,
+                },
+                "monitor": "val0_epoch/weighted_sum",
+                "interval": "epoch",
+                "frequency": 1,
+            },
             "model": dict(
-                {"_target_": "nequip.model.NequIPGNNModel", "seed": SEED % 10000,
-                 "model_dtype": "float64", "type_names": SPECIES, "r_max": R_MAX,
-                 "avg_num_neighbors": "${training_data_stats:num_neighbors_mean}",
-                 "per_type_energy_scales": "${training_data_stats:forces_rms}",
-                 "per_type_energy_shifts": "${training_data_stats:per_atom_energy_mean}",
-                 "pair_potential": {"_target_": "nequip.nn.pair_potential.ZBL",
-                                    "units": "metal", "chemical_species": SPECIES}},
-                **NEQUIP_MODEL),
+                {
+                    "_target_": "nequip.model.NequIPGNNModel",
+                    "seed": SEED % 10000,
+                    "model_dtype": "float64",
+                    "type_names": SPECIES,
+                    "r_max": R_MAX,
+                    "avg_num_neighbors": "${training_data_stats:num_neighbors_mean}",
+                    "per_type_energy_scales": "${training_data_stats:forces_rms}",
+                    "per_type_energy_shifts": "${training_data_stats:per_atom_energy_mean}",
+                    "pair_potential": {
+                        "_target_": "nequip.nn.pair_potential.ZBL",
+                        "units": "metal",
+                        "chemical_species": SPECIES,
+                    },
+                },
+                **NEQUIP_MODEL,
+            ),
         },
     }
     import yaml  # shipped with hydra/omegaconf in the nequip venv
@@ -427,8 +523,9 @@ def _nequip_config(work: pathlib.Path, epochs: int, e0: Dict[str, float],
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def train_nequip(work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED,
-                 device: str = "cpu") -> None:
+def train_nequip(
+    work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED, device: str = "cpu"
+) -> None:
     import torch
 
     from potentials import read_nequip, write
@@ -441,18 +538,36 @@ def train_nequip(work: pathlib.Path, epochs: int, outdir: pathlib.Path = BUNDLED
     e0 = json.loads((work / "e0.json").read_text())
     (run / "config.yaml").write_text(_nequip_config(work, epochs, e0, device))
     t0 = time.time()
-    _run([sys.executable, "-m", "nequip.scripts.train", "-cp", str(run), "-cn", "config",
-          f"hydra.run.dir={run / 'hydra'}"], run, run / "train.log")
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "nequip.scripts.train",
+            "-cp",
+            str(run),
+            "-cn",
+            "config",
+            f"hydra.run.dir={run / 'hydra'}",
+        ],
+        run,
+        run / "train.log",
+    )
     train_s = time.time() - t0
     ckpt = run / "best.ckpt"
     package = run / "cuau.nequip.zip"
-    _run([sys.executable, "-m", "nequip.scripts.package", "build", str(ckpt), str(package)],
-         run, run / "package.log")
+    _run(
+        [sys.executable, "-m", "nequip.scripts.package", "build", str(ckpt), str(package)],
+        run,
+        run / "package.log",
+    )
     model = read_nequip.load_nequip(package)
     model_json, tensors = read_nequip.export_nequip(model, source_path=package)
-    model_json["source"]["training"] = {"script": "potentials/train_bundled.py nequip",
-                                        "model": NEQUIP_MODEL, "epochs": epochs,
-                                        "seed": SEED}
+    model_json["source"]["training"] = {
+        "script": "potentials/train_bundled.py nequip",
+        "model": NEQUIP_MODEL,
+        "epochs": epochs,
+        "seed": SEED,
+    }
     out = outdir / "cuau-nequip.safetensors"
     write.write_model(out, model_json, tensors)
     golden_json, golden = read_nequip.golden_nequip(model, model_json)
@@ -492,12 +607,18 @@ def _nequip_calculator(package: pathlib.Path):
 
         def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
             Calculator.calculate(self, atoms, properties, system_changes)
-            out = read_nequip.evaluate_nequip(model, self.atoms,
-                                              [order.index(int(z)) for z in self.atoms.numbers],
-                                              intermediates=False, copy=False)
-            self.results = {"energy": float(out["energy"][0]),
-                            "free_energy": float(out["energy"][0]),
-                            "forces": out["forces"]}
+            out = read_nequip.evaluate_nequip(
+                model,
+                self.atoms,
+                [order.index(int(z)) for z in self.atoms.numbers],
+                intermediates=False,
+                copy=False,
+            )
+            self.results = {
+                "energy": float(out["energy"][0]),
+                "free_energy": float(out["energy"][0]),
+                "forces": out["forces"],
+            }
 
     return _Calc()
 
@@ -507,18 +628,27 @@ def main(argv=None) -> int:
     parser.add_argument("step", choices=["data", "mace", "nequip"])
     parser.add_argument("--workdir", type=pathlib.Path, default=WORK)
     parser.add_argument("--outdir", type=pathlib.Path, default=BUNDLED)
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                        help="training device (the exported model is identical in kind)")
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="training device (the exported model is identical in kind)",
+    )
     parser.add_argument("--epochs", type=int, default=None, help="override (smoke tests)")
-    parser.add_argument("--frames", type=int, default=None,
-                        help="data: keep only this many training frames (smoke tests)")
+    parser.add_argument(
+        "--frames",
+        type=int,
+        default=None,
+        help="data: keep only this many training frames (smoke tests)",
+    )
     args = parser.parse_args(argv)
     args.outdir.mkdir(parents=True, exist_ok=True)
     if args.step == "data":
         make_data(args.workdir, args.frames)
     elif args.step == "mace":
-        train_mace(args.workdir, args.epochs or MACE_ARGS["max_num_epochs"], args.outdir,
-                   args.device)
+        train_mace(
+            args.workdir, args.epochs or MACE_ARGS["max_num_epochs"], args.outdir, args.device
+        )
     else:
         train_nequip(args.workdir, args.epochs or NEQUIP_EPOCHS, args.outdir, args.device)
     return 0

@@ -167,6 +167,9 @@ def golden_path_for(model_path) -> pathlib.Path:
     'a/cu.golden.safetensors'
     """
     model_path = pathlib.Path(model_path)
-    stem = model_path.name[: -len(".safetensors")] if model_path.name.endswith(
-        ".safetensors") else model_path.name
+    stem = (
+        model_path.name[: -len(".safetensors")]
+        if model_path.name.endswith(".safetensors")
+        else model_path.name
+    )
     return model_path.with_name(stem + ".golden.safetensors")

@@ -25,8 +25,11 @@ VIOLATIONS = [
     # MPI in kernels/
     ("kernels/device/dtype.h", "#include <mpi.h>", "may not include this system header"),
     # the device layer reaching the generator
-    ("kernels/device/dtype.h", '#include "clebsch/cuda/generator/tp_problem.h"',
-     "kernels/device/ may use only"),
+    (
+        "kernels/device/dtype.h",
+        '#include "clebsch/cuda/generator/tp_problem.h"',
+        "kernels/device/ may use only",
+    ),
 ]
 
 
@@ -43,8 +46,11 @@ class CheckLayout(unittest.TestCase):
         self._tmp.cleanup()
 
     def run_checker(self):
-        return subprocess.run([sys.executable, str(self.tree / "unittest" / "check_layout.py")],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, str(self.tree / "unittest" / "check_layout.py")],
+            capture_output=True,
+            text=True,
+        )
 
     def test_the_copy_passes(self):
         result = self.run_checker()
@@ -55,7 +61,9 @@ class CheckLayout(unittest.TestCase):
             with self.subTest(rel=rel, line=line):
                 path = self.tree / rel
                 original = path.read_text()
-                path.write_text(original.replace("#pragma once\n", "#pragma once\n" + line + "\n", 1))
+                path.write_text(
+                    original.replace("#pragma once\n", "#pragma once\n" + line + "\n", 1)
+                )
                 result = self.run_checker()
                 path.write_text(original)
                 self.assertEqual(result.returncode, 1, result.stdout)

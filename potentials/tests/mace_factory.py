@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 
-def build_mace(seed: int = 0, model: str = "ScaleShiftMACE", dtype=torch.float64,
-               **overrides: Any) -> torch.nn.Module:
+def build_mace(
+    seed: int = 0, model: str = "ScaleShiftMACE", dtype=torch.float64, **overrides: Any
+) -> torch.nn.Module:
     """A randomly initialised MACE model; ``overrides`` are MACE constructor arguments,
     with ``interaction_cls``/``interaction_cls_first`` given as class names and
     ``hidden_irreps``/``MLP_irreps`` as strings. Weights are perturbed away from their
@@ -59,8 +60,7 @@ def build_mace(seed: int = 0, model: str = "ScaleShiftMACE", dtype=torch.float64
         if model == "ScaleShiftMACE":
             scale = 1.3 if n_heads == 1 else np.linspace(1.1, 1.5, n_heads)
             shift = 0.2 if n_heads == 1 else np.linspace(-0.3, 0.3, n_heads)
-            net = modules.ScaleShiftMACE(atomic_inter_scale=scale, atomic_inter_shift=shift,
-                                         **kw)
+            net = modules.ScaleShiftMACE(atomic_inter_scale=scale, atomic_inter_shift=shift, **kw)
         elif model == "MACE":
             net = modules.MACE(**kw)
         else:

@@ -21,32 +21,44 @@ TOL = 1e-10  # float64 agreement, relative to max(1, |value|)
 
 CASES = {
     # plain MACE class, non-residual first block (what --model=MACE builds), correlation 1
-    "mace_corr1_l1": dict(model="MACE", correlation=1, max_ell=1,
-                          interaction_cls_first="RealAgnosticInteractionBlock"),
+    "mace_corr1_l1": dict(
+        model="MACE", correlation=1, max_ell=1, interaction_cls_first="RealAgnosticInteractionBlock"
+    ),
     # ScaleShiftMACE, residual blocks, l=2 features, ZBL
-    "corr2_l2_zbl": dict(correlation=2, max_ell=2, hidden_irreps="4x0e+4x1o+4x2e",
-                         pair_repulsion=True),
+    "corr2_l2_zbl": dict(
+        correlation=2, max_ell=2, hidden_irreps="4x0e+4x1o+4x2e", pair_repulsion=True
+    ),
     # MP-0b3-like: density blocks, Agnesi transform, ZBL, correlation 3, max_ell 3
     "corr3_l3_density_agnesi_zbl": dict(
-        correlation=3, max_ell=3, hidden_irreps="4x0e+4x1o", pair_repulsion=True,
+        correlation=3,
+        max_ell=3,
+        hidden_irreps="4x0e+4x1o",
+        pair_repulsion=True,
         distance_transform="Agnesi",
         interaction_cls_first="RealAgnosticDensityInteractionBlock",
-        interaction_cls="RealAgnosticDensityResidualInteractionBlock"),
+        interaction_cls="RealAgnosticDensityResidualInteractionBlock",
+    ),
     # non-natural parity: 0o and 1e features (odd l1+l2+l3 CG paths, e3nn 0.4.4 signs)
     "nonnatural_parity": dict(correlation=3, max_ell=2, hidden_irreps="4x0e+4x0o+4x1o+4x1e"),
     # gated 1e without 0o: the nu=1 U matrix of 1e is zero (EmptyParam path)
     "even_l1_corr3": dict(correlation=3, max_ell=2, hidden_irreps="4x0e+4x1e"),
     # three layers, per-layer correlation, cutoff applied to TP weights instead of basis
     "three_layers_no_apply_cutoff": dict(
-        num_interactions=3, correlation=[3, 2, 1], apply_cutoff=False, max_ell=2,
+        num_interactions=3,
+        correlation=[3, 2, 1],
+        apply_cutoff=False,
+        max_ell=2,
         interaction_cls_first="RealAgnosticInteractionBlock",
-        interaction_cls="RealAgnosticDensityResidualInteractionBlock"),
+        interaction_cls="RealAgnosticDensityResidualInteractionBlock",
+    ),
     # one layer, Soft distance transform, three species
-    "one_layer_soft": dict(num_interactions=1, distance_transform="Soft", correlation=2,
-                           atomic_numbers=[1, 8, 29]),
+    "one_layer_soft": dict(
+        num_interactions=1, distance_transform="Soft", correlation=2, atomic_numbers=[1, 8, 29]
+    ),
     # species-agnostic product, last readout only, max_ell 3
-    "agnostic_last_readout": dict(use_agnostic_product=True, use_last_readout_only=True,
-                                  max_ell=3, correlation=2),
+    "agnostic_last_readout": dict(
+        use_agnostic_product=True, use_last_readout_only=True, max_ell=3, correlation=2
+    ),
     # multi-head model, second head exported
     "multihead": dict(heads=["pbe", "r2scan"], correlation=2, pair_repulsion=True),
     # model built and stored in float32
@@ -83,9 +95,16 @@ def test_numpy_reference_matches_python_model(exported):
     for s in golden_json["structures"]:
         n = s["name"]
         edges = (g[f"{n}.edge_centre"], g[f"{n}.edge_neighbour"], g[f"{n}.edge_shift"])
-        out = nr.evaluate(model_json, tensors, g[f"{n}.positions"], g[f"{n}.species"],
-                          g[f"{n}.cell"], g[f"{n}.pbc"].astype(bool), edges=edges,
-                          intermediates=True)
+        out = nr.evaluate(
+            model_json,
+            tensors,
+            g[f"{n}.positions"],
+            g[f"{n}.species"],
+            g[f"{n}.cell"],
+            g[f"{n}.pbc"].astype(bool),
+            edges=edges,
+            intermediates=True,
+        )
         _close(out["energy"], g[f"{n}.energy"])
         _close(out["node_energy"], g[f"{n}.node_energy"])
         compared = 0
@@ -100,8 +119,14 @@ def test_own_neighbour_list_gives_same_energy(exported):
     _, _, model_json, tensors, golden_json, g = exported
     for s in golden_json["structures"]:
         n = s["name"]
-        out = nr.evaluate(model_json, tensors, g[f"{n}.positions"], g[f"{n}.species"],
-                          g[f"{n}.cell"], g[f"{n}.pbc"].astype(bool))
+        out = nr.evaluate(
+            model_json,
+            tensors,
+            g[f"{n}.positions"],
+            g[f"{n}.species"],
+            g[f"{n}.cell"],
+            g[f"{n}.pbc"].astype(bool),
+        )
         assert int(out["num_edges"][0]) == s["n_edges"]
         _close(out["energy"], g[f"{n}.energy"])
 
@@ -131,8 +156,7 @@ def test_forces_are_gradients_of_exported_energy():
     import ase
 
     rng = np.random.default_rng(0)
-    atoms = ase.Atoms(numbers=[29, 79, 29, 29], pbc=False,
-                      positions=rng.normal(size=(4, 3)) * 1.2)
+    atoms = ase.Atoms(numbers=[29, 79, 29, 29], pbc=False, positions=rng.normal(size=(4, 3)) * 1.2)
     ref = read_mace.evaluate_mace(model, atoms, intermediates=False)
     species = np.array([0, 1, 0, 0])
     fd = nr.finite_difference_forces(model_json, tensors, atoms.positions, species)
@@ -157,8 +181,16 @@ def test_virial_is_minus_strain_derivative():
                 eps[a, b] += sgn * h / 2
                 eps[b, a] += sgn * h / 2
                 F = np.eye(3) + eps
-                vals.append(nr.evaluate(model_json, tensors, atoms.positions @ F, species,
-                                        atoms.cell[:] @ F, atoms.pbc)["energy"][0])
+                vals.append(
+                    nr.evaluate(
+                        model_json,
+                        tensors,
+                        atoms.positions @ F,
+                        species,
+                        atoms.cell[:] @ F,
+                        atoms.pbc,
+                    )["energy"][0]
+                )
             deriv[a, b] = (vals[0] - vals[1]) / (2 * h)
     _close(ref["virial"], -deriv, 1e-6)
     _close(ref["stress"], deriv / atoms.get_volume(), 1e-6)
@@ -172,11 +204,16 @@ def test_multihead_without_head_is_refused():
         read_mace.export_mace(model, head="nope")
 
 
-@pytest.mark.parametrize("overrides, cls", [
-    (dict(interaction_cls="RealAgnosticAttResidualInteractionBlock"),
-     "RealAgnosticAttResidualInteractionBlock"),
-    (dict(radial_type="gaussian"), "GaussianBasis"),
-])
+@pytest.mark.parametrize(
+    "overrides, cls",
+    [
+        (
+            dict(interaction_cls="RealAgnosticAttResidualInteractionBlock"),
+            "RealAgnosticAttResidualInteractionBlock",
+        ),
+        (dict(radial_type="gaussian"), "GaussianBasis"),
+    ],
+)
 def test_unsupported_modules_are_refused_by_class(overrides, cls):
     model = build_mace(seed=2, **overrides)
     with pytest.raises(ValueError, match=cls):
@@ -189,14 +226,29 @@ def test_cli_export_with_golden(tmp_path):
     torch.save(model, src)
     out = tmp_path / "tiny.safetensors"
     root = pathlib.Path(__file__).resolve().parents[2]
-    run = subprocess.run([sys.executable, "-m", "potentials.cli", "export-mace", str(src),
-                          str(out), "--golden"], cwd=root, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "potentials.cli", "export-mace", str(src), str(out), "--golden"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "OK: NumPy reference matches" in run.stdout
     model_json, _ = write.read_model(out)
     assert model_json["source"]["sha256_of"] == "file"
     assert (tmp_path / "tiny.golden.safetensors").is_file()
-    run = subprocess.run([sys.executable, "-m", "potentials.cli", "check", str(out),
-                          "--golden", str(tmp_path / "tiny.golden.safetensors")],
-                         cwd=root, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "potentials.cli",
+            "check",
+            str(out),
+            "--golden",
+            str(tmp_path / "tiny.golden.safetensors"),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stdout + run.stderr

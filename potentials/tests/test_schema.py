@@ -14,10 +14,18 @@ from potentials import schema, write
 
 def _minimal():
     return {
-        "format": "clebsch-model", "format_version": "1.0", "arch": "mace", "source": {},
-        "units": {}, "model_dtype": "float64", "tensor_dtype": "float64",
-        "species": [{"index": 0, "Z": 29, "symbol": "Cu"}], "r_max": 5.0,
-        "r_max_pairs": [[5.0]], "graph": {}, "spherical_harmonics": {},
+        "format": "clebsch-model",
+        "format_version": "1.0",
+        "arch": "mace",
+        "source": {},
+        "units": {},
+        "model_dtype": "float64",
+        "tensor_dtype": "float64",
+        "species": [{"index": 0, "Z": 29, "symbol": "Cu"}],
+        "r_max": 5.0,
+        "r_max_pairs": [[5.0]],
+        "graph": {},
+        "spherical_harmonics": {},
         "mace": {"w": {"tensor": "w", "shape": [2, 3]}, "irreps_in": "2x0e+1x1o"},
     }
 
@@ -64,8 +72,8 @@ def test_spherical_harmonics_component_normalised():
     v = rng.normal(size=(50, 3)) * 3.0
     Y = nr.spherical_harmonics(6, v)
     for l in range(7):
-        block = Y[:, l * l:(l + 1) ** 2]
-        np.testing.assert_allclose((block ** 2).sum(1), 2 * l + 1, rtol=1e-12)
+        block = Y[:, l * l : (l + 1) ** 2]
+        np.testing.assert_allclose((block**2).sum(1), 2 * l + 1, rtol=1e-12)
     u = v / np.linalg.norm(v, axis=1, keepdims=True)
     np.testing.assert_allclose(Y[:, 1:4], np.sqrt(3) * u, rtol=1e-12)
 
@@ -80,8 +88,9 @@ def test_spherical_harmonics_equal_installed_e3nn():
 
     rng = np.random.default_rng(1)
     v = rng.normal(size=(40, 3))
-    ref = o3.spherical_harmonics(list(range(7)), torch.tensor(v), normalize=True,
-                                 normalization="component").numpy()
+    ref = o3.spherical_harmonics(
+        list(range(7)), torch.tensor(v), normalize=True, normalization="component"
+    ).numpy()
     np.testing.assert_allclose(nr.spherical_harmonics(6, v), ref, atol=1e-12)
 
 

@@ -144,16 +144,23 @@ def run_lammps(
     env = dict(os.environ)
     if nprocs > 1:
         launcher = os.environ.get("CLEBSCH_MPIEXEC", "mpirun")
-        cmd = [launcher, "-np", str(nprocs)] + (
-            ["--oversubscribe"] if "mpirun" in pathlib.Path(launcher).name else []
-        ) + cmd
+        cmd = (
+            [launcher, "-np", str(nprocs)]
+            + (["--oversubscribe"] if "mpirun" in pathlib.Path(launcher).name else [])
+            + cmd
+        )
         # OpenMPI refuses root unless told; CI runs as root in a throwaway clone.
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
         env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     proc = subprocess.run(
-        cmd, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        timeout=timeout, text=True,
+        cmd,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=timeout,
+        text=True,
     )
     log_path = workdir / "log.lammps"
     log = log_path.read_text() if log_path.exists() else ""

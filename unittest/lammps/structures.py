@@ -26,14 +26,15 @@ def read_safetensors(path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Tensors and metadata of a safetensors file (NumPy only; the format is tiny)."""
     raw = pathlib.Path(path).read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
+    header = json.loads(raw[8 : 8 + n])
     metadata = header.pop("__metadata__", {})
-    data = raw[8 + n:]
+    data = raw[8 + n :]
     tensors = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
         tensors[name] = np.frombuffer(data[begin:end], dtype=_DTYPES[entry["dtype"]]).reshape(
-            entry["shape"])
+            entry["shape"]
+        )
     return tensors, metadata
 
 
@@ -41,13 +42,13 @@ def read_safetensors(path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
 class GoldenStructure:
     name: str
     positions: np.ndarray  # (N, 3)
-    cell: np.ndarray       # (3, 3) rows are lattice vectors
-    pbc: np.ndarray        # (3,) bool
-    species: np.ndarray    # (N,) model species index
+    cell: np.ndarray  # (3, 3) rows are lattice vectors
+    pbc: np.ndarray  # (3,) bool
+    species: np.ndarray  # (N,) model species index
     energy: float
     node_energy: np.ndarray
     forces: np.ndarray
-    virial: np.ndarray     # (3, 3), -dE/d(strain)
+    virial: np.ndarray  # (3, 3), -dE/d(strain)
 
 
 def golden_structures(path) -> list[GoldenStructure]:
@@ -56,11 +57,19 @@ def golden_structures(path) -> list[GoldenStructure]:
     out = []
     for s in golden["structures"]:
         t = {k: tensors[f"{s['name']}.{k}"] for k in s["keys"]}
-        out.append(GoldenStructure(
-            s["name"], np.array(t["positions"], float), np.array(t["cell"], float),
-            np.array(t["pbc"], bool), np.array(t["species"], int), float(t["energy"][0]),
-            np.array(t["node_energy"], float), np.array(t["forces"], float),
-            np.array(t["virial"], float)))
+        out.append(
+            GoldenStructure(
+                s["name"],
+                np.array(t["positions"], float),
+                np.array(t["cell"], float),
+                np.array(t["pbc"], bool),
+                np.array(t["species"], int),
+                float(t["energy"][0]),
+                np.array(t["node_energy"], float),
+                np.array(t["forces"], float),
+                np.array(t["virial"], float),
+            )
+        )
     return out
 
 
@@ -99,18 +108,37 @@ def to_lammps(positions, cell, pbc, margin=10.0):
     rotation = np.linalg.solve(cell, new_cell)  # old @ rotation = new for lattice vectors
     origin = np.where(pbc, 0.0, lo) @ rotation
     new_positions = positions @ rotation
-    box = (origin[0], origin[0] + ax, origin[1], origin[1] + by, origin[2], origin[2] + cz,
-           bx, cx, cy)
+    box = (
+        origin[0],
+        origin[0] + ax,
+        origin[1],
+        origin[1] + by,
+        origin[2],
+        origin[2] + cz,
+        bx,
+        cx,
+        cy,
+    )
     return box, new_positions, rotation
 
 
 def data_file(box, positions, types, ntypes, masses=None) -> str:
     """A LAMMPS data file (atom_style atomic), atom IDs 1..N in the given order."""
     xlo, xhi, ylo, yhi, zlo, zhi, xy, xz, yz = box
-    lines = ["Clebsch test structure", "", f"{len(positions)} atoms", f"{ntypes} atom types", "",
-             f"{xlo:.17g} {xhi:.17g} xlo xhi", f"{ylo:.17g} {yhi:.17g} ylo yhi",
-             f"{zlo:.17g} {zhi:.17g} zlo zhi", f"{xy:.17g} {xz:.17g} {yz:.17g} xy xz yz", "",
-             "Masses", ""]
+    lines = [
+        "Clebsch test structure",
+        "",
+        f"{len(positions)} atoms",
+        f"{ntypes} atom types",
+        "",
+        f"{xlo:.17g} {xhi:.17g} xlo xhi",
+        f"{ylo:.17g} {yhi:.17g} ylo yhi",
+        f"{zlo:.17g} {zhi:.17g} zlo zhi",
+        f"{xy:.17g} {xz:.17g} {yz:.17g} xy xz yz",
+        "",
+        "Masses",
+        "",
+    ]
     for t in range(1, ntypes + 1):
         lines.append(f"{t} {masses[t - 1] if masses else 1.0}")
     lines += ["", "Atoms # atomic", ""]

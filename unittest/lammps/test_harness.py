@@ -37,7 +37,7 @@ def lj_energy_forces(pos, box, rc=2.5):
     energy = 0.0
     forces = np.zeros_like(pos)
     for i in range(n):
-        d = pos[i] - pos[i + 1:]
+        d = pos[i] - pos[i + 1 :]
         d -= box * np.round(d / box)
         r2 = np.sum(d * d, axis=1)
         mask = r2 < rc * rc
@@ -46,7 +46,7 @@ def lj_energy_forces(pos, box, rc=2.5):
         fmag = (48.0 * inv6 * inv6 - 24.0 * inv6) / r2[mask]
         fij = d[mask] * fmag[:, None]
         forces[i] += fij.sum(axis=0)
-        forces[i + 1:][mask] -= fij
+        forces[i + 1 :][mask] -= fij
     return energy, forces
 
 

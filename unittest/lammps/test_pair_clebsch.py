@@ -47,11 +47,12 @@ newton {newton}
 read_data data.test
 plugin load ${{plugin}}
 pair_style clebsch
-pair_coeff * * {model} {' '.join(elements)}
+pair_coeff * * {model} {" ".join(elements)}
 compute pe all pe/atom
 compute sa all stress/atom NULL
 compute sums all reduce sum c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
-thermo_style custom step pe pxx pyy pzz pxy pxz pyz vol c_sums[1] c_sums[2] c_sums[3] c_sums[4] c_sums[5] c_sums[6] c_sums[7]
+thermo_style custom step pe pxx pyy pzz pxy pxz pyz vol &
+  c_sums[1] c_sums[2] c_sums[3] c_sums[4] c_sums[5] c_sums[6] c_sums[7]
 thermo_modify format float %.17g norm no
 dump d all custom 1 dump.out id fx fy fz c_pe
 dump_modify d format float %.17g
@@ -65,8 +66,11 @@ def _run_golden(model_path, structure, *, nprocs=1, newton="on"):
     box, positions, rotation = to_lammps(structure.positions, structure.cell, structure.pbc)
     data = data_file(box, positions, structure.species + 1, len(elements))
     boundary = " ".join("p" if p else "f" for p in structure.pbc)
-    run = run_lammps(_input(model_path, elements, boundary, newton=newton), nprocs=nprocs,
-                     files={"data.test": data})
+    run = run_lammps(
+        _input(model_path, elements, boundary, newton=newton),
+        nprocs=nprocs,
+        files={"data.test": data},
+    )
     return run, rotation
 
 
@@ -90,18 +94,30 @@ def test_golden_structures_match_python_model(model, newton):
         forces = np.stack([frame.column(c) for c in ("fx", "fy", "fz")], axis=1) @ rot.T
         scale_e = max(1.0, abs(s.energy))
         assert abs(row["PotEng"] - s.energy) <= TOL_F64 * scale_e, (name, s.name)
-        np.testing.assert_allclose(frame.column("c_pe"), s.node_energy, rtol=0,
-                                   atol=TOL_F64 * scale_e, err_msg=f"{name} {s.name}")
-        np.testing.assert_allclose(forces, s.forces, rtol=0, atol=TOL_F64,
-                                   err_msg=f"{name} {s.name}")
+        np.testing.assert_allclose(
+            frame.column("c_pe"),
+            s.node_energy,
+            rtol=0,
+            atol=TOL_F64 * scale_e,
+            err_msg=f"{name} {s.name}",
+        )
+        np.testing.assert_allclose(
+            forces, s.forces, rtol=0, atol=TOL_F64, err_msg=f"{name} {s.name}"
+        )
         # Per-atom virials summed, and the global virial from the pressure, against Python.
         w_atoms = -_virial_from_row(row, [row[f"c_sums[{k}]"] for k in range(2, 8)]) / NKTV2P_METAL
-        w_press = _virial_from_row(row, [row[k] for k in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")])
+        w_press = _virial_from_row(
+            row, [row[k] for k in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")]
+        )
         w_press *= row["Volume"] / NKTV2P_METAL
         for w in (w_atoms, w_press):
-            np.testing.assert_allclose(rot @ w @ rot.T, s.virial, rtol=0,
-                                       atol=TOL_F64 * max(1.0, np.abs(s.virial).max()),
-                                       err_msg=f"{name} {s.name}")
+            np.testing.assert_allclose(
+                rot @ w @ rot.T,
+                s.virial,
+                rtol=0,
+                atol=TOL_F64 * max(1.0, np.abs(s.virial).max()),
+                err_msg=f"{name} {s.name}",
+            )
         assert row["c_sums[1]"] == pytest.approx(row["PotEng"], rel=1e-12, abs=1e-12)
         cleanup(run)
 
@@ -109,6 +125,7 @@ def test_golden_structures_match_python_model(model, newton):
 # ------------------------------------------------------------------------------------------------
 # The bundled Cu-Au MACE model: MPI decomposition, energy conservation, per-atom sums
 # ------------------------------------------------------------------------------------------------
+
 
 def _bundled(name="cuau-mace"):
     path = pathlib.Path(os.environ.get("CLEBSCH_BUNDLED_DIR", "")) / f"{name}.safetensors"
@@ -128,8 +145,9 @@ def cuau_crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129):
     positions += rng.normal(scale=jitter, size=positions.shape)
     types = np.where(rng.random(len(positions)) < au_fraction, 2, 1)
     length = n * a
-    return data_file((0, length, 0, length, 0, length, 0, 0, 0), positions, types, 2,
-                     [63.546, 196.97])
+    return data_file(
+        (0, length, 0, length, 0, length, 0, 0, 0), positions, types, 2, [63.546, 196.97]
+    )
 
 
 CUAU_INPUT = """
@@ -147,7 +165,8 @@ fix nve all nve
 compute pe all pe/atom
 compute sa all stress/atom NULL
 compute sums all reduce sum c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
-thermo_style custom step pe ke etotal press pxx pyy pzz pxy pxz pyz vol c_sums[1] c_sums[2] c_sums[3] c_sums[4] c_sums[5] c_sums[6] c_sums[7]
+thermo_style custom step pe ke etotal press pxx pyy pzz pxy pxz pyz vol &
+  c_sums[1] c_sums[2] c_sums[3] c_sums[4] c_sums[5] c_sums[6] c_sums[7]
 thermo_modify format float %.17g norm no
 thermo {thermo}
 dump d0 all custom {dump_every} dump.out id x y z fx fy fz c_pe
@@ -156,12 +175,29 @@ run {steps}
 """
 
 
-def _cuau(nprocs=1, newton="on", n=10, steps=100, temp=600, thermo=10, dump_every=100,
-          au_fraction=0.25, pair_args=""):
-    text = CUAU_INPUT.format(newton=newton, model=_bundled(), temp=temp, steps=steps,
-                             thermo=thermo, dump_every=dump_every, pair_args=pair_args)
-    return run_lammps(text, nprocs=nprocs,
-                      files={"data.cuau": cuau_crystal(n, au_fraction=au_fraction)})
+def _cuau(
+    nprocs=1,
+    newton="on",
+    n=10,
+    steps=100,
+    temp=600,
+    thermo=10,
+    dump_every=100,
+    au_fraction=0.25,
+    pair_args="",
+):
+    text = CUAU_INPUT.format(
+        newton=newton,
+        model=_bundled(),
+        temp=temp,
+        steps=steps,
+        thermo=thermo,
+        dump_every=dump_every,
+        pair_args=pair_args,
+    )
+    return run_lammps(
+        text, nprocs=nprocs, files={"data.cuau": cuau_crystal(n, au_fraction=au_fraction)}
+    )
 
 
 def test_4000_atoms_same_on_1_2_4_ranks():
@@ -174,15 +210,26 @@ def test_4000_atoms_same_on_1_2_4_ranks():
     for n in (2, 4):
         frames = runs[n].dump("dump.out")
         # Step 0: energies and forces to 1e-10 (float64).
-        assert runs[n].thermo[0]["PotEng"] == pytest.approx(ref.thermo[0]["PotEng"], rel=1e-12,
-                                                             abs=1e-10)
+        assert runs[n].thermo[0]["PotEng"] == pytest.approx(
+            ref.thermo[0]["PotEng"], rel=1e-12, abs=1e-10
+        )
         for col in ("fx", "fy", "fz", "c_pe"):
-            np.testing.assert_allclose(frames[0].column(col), ref_frames[0].column(col),
-                                       rtol=0, atol=1e-10, err_msg=f"{n} ranks, {col}")
+            np.testing.assert_allclose(
+                frames[0].column(col),
+                ref_frames[0].column(col),
+                rtol=0,
+                atol=1e-10,
+                err_msg=f"{n} ranks, {col}",
+            )
         # Step 100: the same trajectory to 1e-8.
         for col in ("x", "y", "z"):
-            np.testing.assert_allclose(frames[-1].column(col), ref_frames[-1].column(col),
-                                       rtol=0, atol=1e-8, err_msg=f"{n} ranks, {col} at step 100")
+            np.testing.assert_allclose(
+                frames[-1].column(col),
+                ref_frames[-1].column(col),
+                rtol=0,
+                atol=1e-8,
+                err_msg=f"{n} ranks, {col} at step 100",
+            )
         for a, b in zip(runs[n].thermo, ref.thermo):
             assert a["TotEng"] == pytest.approx(b["TotEng"], rel=0, abs=1e-8)
     for run in runs.values():
@@ -254,22 +301,37 @@ run 0
 """
 
 
-@pytest.mark.parametrize("units,ntypes,coeff,message", [
-    ("metal", 1, "pair_coeff * * /nonexistent/model.safetensors Cu",
-     "cannot open model file \"/nonexistent/model.safetensors\""),
-    ("metal", 1, "pair_coeff * * {model} Zr", "element Zr (atom type 1) is not in model"),
-    ("metal", 2, "pair_coeff * * {model} Cu", "2 atom types, got 1 names"),
-    # LAMMPS itself enforces "* *" for one-coeff styles, with this message:
-    ("metal", 1, "pair_coeff 1 1 {model} Cu", "Pair_coeff must start with * * for pair style clebsch"),
-    ("real", 1, "pair_coeff * * {model} Cu", "requires 'units metal'"),
-    ("metal", 1, "pair_coeff * * {truncated} Cu", "cannot load model"),
-])
+@pytest.mark.parametrize(
+    "units,ntypes,coeff,message",
+    [
+        (
+            "metal",
+            1,
+            "pair_coeff * * /nonexistent/model.safetensors Cu",
+            'cannot open model file "/nonexistent/model.safetensors"',
+        ),
+        ("metal", 1, "pair_coeff * * {model} Zr", "element Zr (atom type 1) is not in model"),
+        ("metal", 2, "pair_coeff * * {model} Cu", "2 atom types, got 1 names"),
+        # LAMMPS itself enforces "* *" for one-coeff styles, with this message:
+        (
+            "metal",
+            1,
+            "pair_coeff 1 1 {model} Cu",
+            "Pair_coeff must start with * * for pair style clebsch",
+        ),
+        ("real", 1, "pair_coeff * * {model} Cu", "requires 'units metal'"),
+        ("metal", 1, "pair_coeff * * {truncated} Cu", "cannot load model"),
+    ],
+)
 def test_bad_input_gives_clear_error(tmp_path, units, ntypes, coeff, message):
     model = _bundled()
     truncated = tmp_path / "truncated.safetensors"
     truncated.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
-    run = run_lammps(BASIC.format(units=units, ntypes=ntypes,
-                                  coeff=coeff.format(model=model, truncated=truncated)))
+    run = run_lammps(
+        BASIC.format(
+            units=units, ntypes=ntypes, coeff=coeff.format(model=model, truncated=truncated)
+        )
+    )
     assert run.returncode != 0
     assert "ERROR" in run.output and message in run.output, run.output[-2000:]
 
@@ -314,8 +376,9 @@ def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
     run = run_lammps(GPU_INPUT.format(model=_bundled(), extra=""))
     text = run.output + run.log
     assert run.returncode != 0
-    assert "cannot load the CUDA engine library" in text and "CLEBSCH_CUDA_LIBRARY" in text, \
-        text[-2000:]
+    assert "cannot load the CUDA engine library" in text and "CLEBSCH_CUDA_LIBRARY" in text, text[
+        -2000:
+    ]
 
 
 @pytest.mark.parametrize("nprocs,extra", [(1, ""), (2, ""), (2, " edge_batch 7")])
@@ -393,7 +456,11 @@ run 0
         assert run.returncode == 0, run.output
     assert parallel.thermo[0]["PotEng"] == pytest.approx(serial.thermo[0]["PotEng"], rel=1e-12)
     for col in ("fx", "fy", "fz"):
-        np.testing.assert_allclose(parallel.dump("dump.out")[0].column(col),
-                                   serial.dump("dump.out")[0].column(col), rtol=0, atol=1e-10)
+        np.testing.assert_allclose(
+            parallel.dump("dump.out")[0].column(col),
+            serial.dump("dump.out")[0].column(col),
+            rtol=0,
+            atol=1e-10,
+        )
     cleanup(serial)
     cleanup(parallel)

@@ -47,7 +47,9 @@ def _used_kk(run):
 
 def test_environment_is_the_kokkos_lammps():
     for var in ("CLEBSCH_LMP", "CLEBSCH_PLUGIN", "CLEBSCH_MPIEXEC"):
-        assert os.environ.get(var), f"{var} is not set: run through ctest (lammps_kokkos_integration)"
+        assert os.environ.get(var), (
+            f"{var} is not set: run through ctest (lammps_kokkos_integration)"
+        )
 
 
 @pytest.mark.parametrize("nprocs", [1, 2])
@@ -64,6 +66,7 @@ def test_plugin_registers_the_kokkos_styles(nprocs):
 # Golden data of the exported models (real mace-torch / nequip, float64)
 # ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", _model_params())
 @pytest.mark.parametrize("newton", ["on", "off"])
 def test_golden_structures_match_python_model_kk(model, newton):
@@ -73,9 +76,11 @@ def test_golden_structures_match_python_model_kk(model, newton):
     for s in golden_structures(golden_path):
         box, positions, rot = to_lammps(s.positions, s.cell, s.pbc)
         boundary = " ".join("p" if p else "f" for p in s.pbc)
-        run = run_lammps(_input(path, elements, boundary, newton=newton), extra_args=KK,
-                         files={"data.test": data_file(box, positions, s.species + 1,
-                                                       len(elements))})
+        run = run_lammps(
+            _input(path, elements, boundary, newton=newton),
+            extra_args=KK,
+            files={"data.test": data_file(box, positions, s.species + 1, len(elements))},
+        )
         assert run.returncode == 0, run.output
         assert _used_kk(run), run.log
         row = run.thermo[0]
@@ -83,17 +88,29 @@ def test_golden_structures_match_python_model_kk(model, newton):
         forces = np.stack([frame.column(c) for c in FORCE_COLUMNS], axis=1) @ rot.T
         scale_e = max(1.0, abs(s.energy))
         assert abs(row["PotEng"] - s.energy) <= TOL_F64 * scale_e, (name, s.name)
-        np.testing.assert_allclose(frame.column("c_pe"), s.node_energy, rtol=0,
-                                   atol=TOL_F64 * scale_e, err_msg=f"{name} {s.name}")
-        np.testing.assert_allclose(forces, s.forces, rtol=0, atol=TOL_F64,
-                                   err_msg=f"{name} {s.name}")
+        np.testing.assert_allclose(
+            frame.column("c_pe"),
+            s.node_energy,
+            rtol=0,
+            atol=TOL_F64 * scale_e,
+            err_msg=f"{name} {s.name}",
+        )
+        np.testing.assert_allclose(
+            forces, s.forces, rtol=0, atol=TOL_F64, err_msg=f"{name} {s.name}"
+        )
         w_atoms = -_virial_from_row(row, [row[f"c_sums[{k}]"] for k in range(2, 8)]) / NKTV2P_METAL
-        w_press = _virial_from_row(row, [row[k] for k in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")])
+        w_press = _virial_from_row(
+            row, [row[k] for k in ("Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz")]
+        )
         w_press *= row["Volume"] / NKTV2P_METAL
         for w in (w_atoms, w_press):
-            np.testing.assert_allclose(rot @ w @ rot.T, s.virial, rtol=0,
-                                       atol=TOL_F64 * max(1.0, np.abs(s.virial).max()),
-                                       err_msg=f"{name} {s.name}")
+            np.testing.assert_allclose(
+                rot @ w @ rot.T,
+                s.virial,
+                rtol=0,
+                atol=TOL_F64 * max(1.0, np.abs(s.virial).max()),
+                err_msg=f"{name} {s.name}",
+            )
         assert row["c_sums[1]"] == pytest.approx(row["PotEng"], rel=1e-12, abs=1e-12)
         cleanup(run)
 
@@ -102,12 +119,21 @@ def test_golden_structures_match_python_model_kk(model, newton):
 # clebsch/kk against the plain clebsch style, same binary, 1/2/4 ranks
 # ------------------------------------------------------------------------------------------------
 
+
 def _cuau_run(style_args, nprocs, *, n=5, steps=10, newton="on", pair_args="", dump_every=10):
     """The plain style's Cu-Au input; @p pair_args follows ``pair_style clebsch``."""
-    text = CUAU_INPUT.format(newton=newton, model=_bundled(), temp=600, steps=steps, thermo=1,
-                             dump_every=dump_every, pair_args=pair_args)
-    return run_lammps(text, nprocs=nprocs, extra_args=style_args,
-                      files={"data.cuau": cuau_crystal(n)})
+    text = CUAU_INPUT.format(
+        newton=newton,
+        model=_bundled(),
+        temp=600,
+        steps=steps,
+        thermo=1,
+        dump_every=dump_every,
+        pair_args=pair_args,
+    )
+    return run_lammps(
+        text, nprocs=nprocs, extra_args=style_args, files={"data.cuau": cuau_crystal(n)}
+    )
 
 
 def _compare(kk, plain, *, f_tol, e_tol, x_tol=None, label=""):
@@ -119,10 +145,12 @@ def _compare(kk, plain, *, f_tol, e_tol, x_tol=None, label=""):
     assert a[0].data.shape == b[0].data.shape
     df = max(np.abs(a[0].column(c) - b[0].column(c)).max() for c in FORCE_COLUMNS)
     for col in FORCE_COLUMNS:
-        np.testing.assert_allclose(a[0].column(col), b[0].column(col), rtol=0, atol=f_tol,
-                                   err_msg=f"{label} {col}")
-    np.testing.assert_allclose(a[0].column("c_pe"), b[0].column("c_pe"), rtol=0, atol=e_tol,
-                               err_msg=f"{label} c_pe")
+        np.testing.assert_allclose(
+            a[0].column(col), b[0].column(col), rtol=0, atol=f_tol, err_msg=f"{label} {col}"
+        )
+    np.testing.assert_allclose(
+        a[0].column("c_pe"), b[0].column("c_pe"), rtol=0, atol=e_tol, err_msg=f"{label} c_pe"
+    )
     assert len(kk.thermo) == len(plain.thermo)
     r, p = kk.thermo[0], plain.thermo[0]
     assert r["PotEng"] == pytest.approx(p["PotEng"], rel=0, abs=e_tol * len(a[0].data)), label
@@ -130,8 +158,13 @@ def _compare(kk, plain, *, f_tol, e_tol, x_tol=None, label=""):
         assert r[key] == pytest.approx(p[key], rel=1e3 * e_tol, abs=1e3 * e_tol), (label, key)
     if x_tol is not None:
         for col in ("x", "y", "z"):
-            np.testing.assert_allclose(a[-1].column(col), b[-1].column(col), rtol=0, atol=x_tol,
-                                       err_msg=f"{label} {col} at the last step")
+            np.testing.assert_allclose(
+                a[-1].column(col),
+                b[-1].column(col),
+                rtol=0,
+                atol=x_tol,
+                err_msg=f"{label} {col} at the last step",
+            )
         for s, t in zip(kk.thermo, plain.thermo):
             assert s["TotEng"] == pytest.approx(t["TotEng"], rel=0, abs=x_tol), label
     return df
@@ -170,8 +203,7 @@ def test_kk_device_engine_on_the_views_equals_plain(monkeypatch, nprocs, newton)
     style's host engine to 1e-10 in float64, on 1, 2 and 4 ranks, newton on and off."""
     if not _gpu_present():
         monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
-    kk = _cuau_run(KK, nprocs, n=4, steps=0, newton=newton, dump_every=1,
-                   pair_args=" device gpu")
+    kk = _cuau_run(KK, nprocs, n=4, steps=0, newton=newton, dump_every=1, pair_args=" device gpu")
     plain = _cuau_run([], nprocs, n=4, steps=0, dump_every=1)
     assert "on the Kokkos Views in place" in kk.log, kk.log[-3000:]
     label = f"device engine, {nprocs} ranks, newton {newton}"
@@ -230,8 +262,12 @@ run 0
     assert _used_kk(parallel)
     assert parallel.thermo[0]["PotEng"] == pytest.approx(serial.thermo[0]["PotEng"], rel=1e-12)
     for col in FORCE_COLUMNS:
-        np.testing.assert_allclose(parallel.dump("dump.out")[0].column(col),
-                                   serial.dump("dump.out")[0].column(col), rtol=0, atol=1e-10)
+        np.testing.assert_allclose(
+            parallel.dump("dump.out")[0].column(col),
+            serial.dump("dump.out")[0].column(col),
+            rtol=0,
+            atol=1e-10,
+        )
     cleanup(serial)
     cleanup(parallel)
 
@@ -240,16 +276,26 @@ run 0
 # Bad input: the plain style's clear errors, through clebsch/kk
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("units,ntypes,coeff,message", [
-    ("metal", 1, "pair_coeff * * /nonexistent/model.safetensors Cu",
-     "cannot open model file \"/nonexistent/model.safetensors\""),
-    ("metal", 1, "pair_coeff * * {model} Zr", "element Zr (atom type 1) is not in model"),
-    ("metal", 2, "pair_coeff * * {model} Cu", "2 atom types, got 1 names"),
-    ("real", 1, "pair_coeff * * {model} Cu", "requires 'units metal'"),
-])
+
+@pytest.mark.parametrize(
+    "units,ntypes,coeff,message",
+    [
+        (
+            "metal",
+            1,
+            "pair_coeff * * /nonexistent/model.safetensors Cu",
+            'cannot open model file "/nonexistent/model.safetensors"',
+        ),
+        ("metal", 1, "pair_coeff * * {model} Zr", "element Zr (atom type 1) is not in model"),
+        ("metal", 2, "pair_coeff * * {model} Cu", "2 atom types, got 1 names"),
+        ("real", 1, "pair_coeff * * {model} Cu", "requires 'units metal'"),
+    ],
+)
 def test_bad_input_gives_clear_error_kk(units, ntypes, coeff, message):
-    run = run_lammps(BASIC.format(units=units, ntypes=ntypes, coeff=coeff.format(model=_bundled())),
-                     extra_args=KK)
+    run = run_lammps(
+        BASIC.format(units=units, ntypes=ntypes, coeff=coeff.format(model=_bundled())),
+        extra_args=KK,
+    )
     assert run.returncode != 0
     assert "ERROR" in run.output and message in run.output, run.output[-2000:]
 

@@ -69,77 +69,174 @@ _MACE_SMALL = dict(num_bessel=4, radial_MLP=[8], MLP_irreps="4x0e", hidden_irrep
 MACE_CASES = {
     "mace_nonresidual_corr1_l1": (
         ["plain_MACE_class", "nonresidual", "correlation1", "max_ell1"],
-        dict(_MACE_SMALL, model="MACE", correlation=1, max_ell=1,
-             interaction_cls_first="RealAgnosticInteractionBlock",
-             interaction_cls="RealAgnosticInteractionBlock"), None),
+        dict(
+            _MACE_SMALL,
+            model="MACE",
+            correlation=1,
+            max_ell=1,
+            interaction_cls_first="RealAgnosticInteractionBlock",
+            interaction_cls="RealAgnosticInteractionBlock",
+        ),
+        None,
+    ),
     "mace_residual_corr2_l2_zbl": (
         ["residual", "correlation2", "max_ell2", "l2_features", "zbl"],
-        dict(_MACE_SMALL, correlation=2, max_ell=2, hidden_irreps="4x0e+4x1o+4x2e",
-             pair_repulsion=True), None),
+        dict(
+            _MACE_SMALL,
+            correlation=2,
+            max_ell=2,
+            hidden_irreps="4x0e+4x1o+4x2e",
+            pair_repulsion=True,
+        ),
+        None,
+    ),
     "mace_density_corr3_l3_agnesi_zbl": (
         ["density", "density_residual", "correlation3", "max_ell3", "agnesi", "zbl"],
-        dict(_MACE_SMALL, correlation=3, max_ell=3, pair_repulsion=True,
-             distance_transform="Agnesi",
-             interaction_cls_first="RealAgnosticDensityInteractionBlock",
-             interaction_cls="RealAgnosticDensityResidualInteractionBlock"), None),
+        dict(
+            _MACE_SMALL,
+            correlation=3,
+            max_ell=3,
+            pair_repulsion=True,
+            distance_transform="Agnesi",
+            interaction_cls_first="RealAgnosticDensityInteractionBlock",
+            interaction_cls="RealAgnosticDensityResidualInteractionBlock",
+        ),
+        None,
+    ),
     "mace_nonnatural_parity": (
         ["non_natural_parity", "odd_cg_paths", "correlation3"],
-        dict(_MACE_SMALL, correlation=3, max_ell=2, hidden_irreps="4x0e+4x0o+4x1o+4x1e"), None),
+        dict(_MACE_SMALL, correlation=3, max_ell=2, hidden_irreps="4x0e+4x0o+4x1o+4x1e"),
+        None,
+    ),
     "mace_multihead": (
         ["multi_head", "zbl", "nonlinear_readout"],
-        dict(_MACE_SMALL, heads=["pbe", "r2scan"], correlation=2, pair_repulsion=True), "r2scan"),
+        dict(_MACE_SMALL, heads=["pbe", "r2scan"], correlation=2, pair_repulsion=True),
+        "r2scan",
+    ),
     "mace_three_species_soft_float32": (
-        ["three_species", "soft_transform", "no_apply_cutoff", "per_layer_correlation",
-         "float32"],
-        dict(_MACE_SMALL, dtype="float32", num_interactions=3, correlation=[3, 2, 1],
-             apply_cutoff=False, distance_transform="Soft", atomic_numbers=[1, 8, 29],
-             interaction_cls_first="RealAgnosticInteractionBlock",
-             interaction_cls="RealAgnosticDensityResidualInteractionBlock"), None),
+        ["three_species", "soft_transform", "no_apply_cutoff", "per_layer_correlation", "float32"],
+        dict(
+            _MACE_SMALL,
+            dtype="float32",
+            num_interactions=3,
+            correlation=[3, 2, 1],
+            apply_cutoff=False,
+            distance_transform="Soft",
+            atomic_numbers=[1, 8, 29],
+            interaction_cls_first="RealAgnosticInteractionBlock",
+            interaction_cls="RealAgnosticDensityResidualInteractionBlock",
+        ),
+        None,
+    ),
     "mace_agnostic_last_readout_l3": (
         ["species_agnostic_product", "last_readout_only", "max_ell3"],
-        dict(_MACE_SMALL, use_agnostic_product=True, use_last_readout_only=True, max_ell=3,
-             correlation=2), None),
+        dict(
+            _MACE_SMALL,
+            use_agnostic_product=True,
+            use_last_readout_only=True,
+            max_ell=3,
+            correlation=2,
+        ),
+        None,
+    ),
 }
 
-_ZBL = {"_target_": "nequip.nn.pair_potential.ZBL", "units": "metal",
-        "chemical_species": ["Cu", "Au"]}
+_ZBL = {
+    "_target_": "nequip.nn.pair_potential.ZBL",
+    "units": "metal",
+    "chemical_species": ["Cu", "Au"],
+}
 
 #: name -> (features, build_nequip keyword arguments)
 NEQUIP_CASES = {
     "nequip_parity_zbl_per_edge_cutoff": (
-        ["parity", "non_natural_parity", "zbl", "per_edge_type_cutoff",
-         "per_type_avg_num_neighbors", "per_type_scale_shift"],
-        dict(l_max=2, parity=True, num_layers=2, num_features=4,
-             avg_num_neighbors={"Cu": 10.0, "Au": 12.0},
-             per_type_energy_scales={"Cu": 1.2, "Au": 0.8},
-             per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
-             pair_potential=_ZBL, per_edge_type_cutoff={"Cu": 3.5, "Au": {"Cu": 3.8}})),
+        [
+            "parity",
+            "non_natural_parity",
+            "zbl",
+            "per_edge_type_cutoff",
+            "per_type_avg_num_neighbors",
+            "per_type_scale_shift",
+        ],
+        dict(
+            l_max=2,
+            parity=True,
+            num_layers=2,
+            num_features=4,
+            avg_num_neighbors={"Cu": 10.0, "Au": 12.0},
+            per_type_energy_scales={"Cu": 1.2, "Au": 0.8},
+            per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
+            pair_potential=_ZBL,
+            per_edge_type_cutoff={"Cu": 3.5, "Au": {"Cu": 3.8}},
+        ),
+    ),
     "nequip_noparity_float32": (
         ["no_parity", "float32", "three_layers", "scalar_scale_shift"],
-        dict(model_dtype="float32", l_max=1, parity=False, num_layers=3, num_features=[6, 3],
-             avg_num_neighbors=9.0, per_type_energy_scales=1.5, per_type_energy_shifts=-1.0)),
+        dict(
+            model_dtype="float32",
+            l_max=1,
+            parity=False,
+            num_layers=3,
+            num_features=[6, 3],
+            avg_num_neighbors=9.0,
+            per_type_energy_scales=1.5,
+            per_type_energy_shifts=-1.0,
+        ),
+    ),
     "nequip_lmax3_resnet_mlp_readout": (
         ["parity", "l_max3", "resnet", "mlp_readout", "type_embedding_width"],
-        dict(l_max=3, parity=True, num_layers=3, num_features=3, type_embed_num_features=5,
-             radial_mlp_depth=1, radial_mlp_width=6, readout_mlp_hidden_layers_depth=1,
-             readout_mlp_hidden_layers_width=5, convnet_resnet=True, avg_num_neighbors=11.0,
-             per_type_energy_shifts={"Cu": -3.0, "Au": -2.0})),
+        dict(
+            l_max=3,
+            parity=True,
+            num_layers=3,
+            num_features=3,
+            type_embed_num_features=5,
+            radial_mlp_depth=1,
+            radial_mlp_width=6,
+            readout_mlp_hidden_layers_depth=1,
+            readout_mlp_hidden_layers_width=5,
+            convnet_resnet=True,
+            avg_num_neighbors=11.0,
+            per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
+        ),
+    ),
 }
 
 #: The checked-in mutation-test seeds (unittest/potentials/): as much structure as possible in
 #: tens of kilobytes.
 SEED_CASES = {
-    "mace": ("seed_mace", dict(
-        num_bessel=3, radial_MLP=[4], MLP_irreps="2x0e", hidden_irreps="2x0e+2x0o+2x1o+2x1e",
-        max_ell=2, correlation=2, num_interactions=2, pair_repulsion=True,
-        distance_transform="Agnesi",
-        interaction_cls_first="RealAgnosticDensityInteractionBlock",
-        interaction_cls="RealAgnosticResidualInteractionBlock")),
-    "nequip": ("seed_nequip", dict(
-        l_max=1, parity=True, num_layers=2, num_features=2, num_bessels=4, radial_mlp_depth=1,
-        radial_mlp_width=4, avg_num_neighbors={"Cu": 10.0, "Au": 12.0},
-        per_type_energy_shifts={"Cu": -3.0, "Au": -2.0}, pair_potential=_ZBL,
-        per_edge_type_cutoff={"Cu": 3.5, "Au": {"Cu": 3.8}})),
+    "mace": (
+        "seed_mace",
+        dict(
+            num_bessel=3,
+            radial_MLP=[4],
+            MLP_irreps="2x0e",
+            hidden_irreps="2x0e+2x0o+2x1o+2x1e",
+            max_ell=2,
+            correlation=2,
+            num_interactions=2,
+            pair_repulsion=True,
+            distance_transform="Agnesi",
+            interaction_cls_first="RealAgnosticDensityInteractionBlock",
+            interaction_cls="RealAgnosticResidualInteractionBlock",
+        ),
+    ),
+    "nequip": (
+        "seed_nequip",
+        dict(
+            l_max=1,
+            parity=True,
+            num_layers=2,
+            num_features=2,
+            num_bessels=4,
+            radial_mlp_depth=1,
+            radial_mlp_width=4,
+            avg_num_neighbors={"Cu": 10.0, "Au": 12.0},
+            per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
+            pair_potential=_ZBL,
+            per_edge_type_cutoff={"Cu": 3.5, "Au": {"Cu": 3.8}},
+        ),
+    ),
 }
 
 
@@ -148,9 +245,13 @@ SEED_CASES = {
 
 
 def _tp_facts(tp):
-    return {"irreps_in1": str(tp.irreps_in1), "irreps_in2": str(tp.irreps_in2),
-            "irreps_out": str(tp.irreps_out), "num_instructions": len(tp.instructions),
-            "weight_numel": int(tp.weight_numel)}
+    return {
+        "irreps_in1": str(tp.irreps_in1),
+        "irreps_in2": str(tp.irreps_in2),
+        "irreps_out": str(tp.irreps_out),
+        "num_instructions": len(tp.instructions),
+        "weight_numel": int(tp.weight_numel),
+    }
 
 
 def _mace_expect(model, head_index, model_dtype):
@@ -161,21 +262,30 @@ def _mace_expect(model, head_index, model_dtype):
     interactions = []
     for inter in model.interactions:
         name = type(inter).__name__
-        interactions.append({
-            "class": name,
-            "residual": "Residual" in name,
-            "density": "Density" in name,
-            "conv_tp": _tp_facts(inter.conv_tp),
-            "skip_tp": _tp_facts(inter.skip_tp),
-            "radial_mlp_out": int(inter.conv_tp.weight_numel),
-            "avg_num_neighbors": (None if "Density" in name
-                                  else float(inter.avg_num_neighbors)),
-        })
-    products = [{"irreps_out": str(p.symmetric_contractions.irreps_out),
-                 "correlation": [int(c.correlation) for c in p.symmetric_contractions.contractions]}
-                for p in model.products]
-    readouts = ["linear" if type(r).__name__ == "LinearReadoutBlock" else "nonlinear"
-                for r in model.readouts]
+        interactions.append(
+            {
+                "class": name,
+                "residual": "Residual" in name,
+                "density": "Density" in name,
+                "conv_tp": _tp_facts(inter.conv_tp),
+                "skip_tp": _tp_facts(inter.skip_tp),
+                "radial_mlp_out": int(inter.conv_tp.weight_numel),
+                "avg_num_neighbors": (
+                    None if "Density" in name else float(inter.avg_num_neighbors)
+                ),
+            }
+        )
+    products = [
+        {
+            "irreps_out": str(p.symmetric_contractions.irreps_out),
+            "correlation": [int(c.correlation) for c in p.symmetric_contractions.contractions],
+        }
+        for p in model.products
+    ]
+    readouts = [
+        "linear" if type(r).__name__ == "LinearReadoutBlock" else "nonlinear"
+        for r in model.readouts
+    ]
     e0 = torch.atleast_2d(model.atomic_energies_fn.atomic_energies.detach().double())
     e0 = e0[0] if e0.shape[0] == 1 else e0[head_index]
     if type(model).__name__ == "ScaleShiftMACE":
@@ -194,9 +304,13 @@ def _mace_expect(model, head_index, model_dtype):
         "interactions": interactions,
         "products": products,
         "readouts": readouts,
-        "distance_transform": (None if dt is None else
-                               {"AgnesiTransform": "agnesi", "SoftTransform": "soft"}.get(
-                                   type(dt).__name__, type(dt).__name__)),
+        "distance_transform": (
+            None
+            if dt is None
+            else {"AgnesiTransform": "agnesi", "SoftTransform": "soft"}.get(
+                type(dt).__name__, type(dt).__name__
+            )
+        ),
         "apply_cutoff": bool(getattr(rad, "apply_cutoff", True)),
         "scale": scale,
         "shift": shift,
@@ -208,15 +322,20 @@ def _nequip_expect(model, model_dtype):
     from potentials import read_nequip
 
     func = read_nequip._func(model)
-    names = sorted([n for n, _ in func.named_children() if n.endswith("_convnet")],
-                   key=lambda s: int(s[5:-8]))
+    names = sorted(
+        [n for n, _ in func.named_children() if n.endswith("_convnet")], key=lambda s: int(s[5:-8])
+    )
     layers = []
     for name in names:
         layer = getattr(func, name)
-        layers.append({"tp": _tp_facts(layer.conv.tp_scatter.tp),
-                       "sc": layer.conv.sc is not None,
-                       "resnet": bool(layer.resnet),
-                       "irreps_out": str(layer.equivariant_nonlin.irreps_out)})
+        layers.append(
+            {
+                "tp": _tp_facts(layer.conv.tp_scatter.tp),
+                "sc": layer.conv.sc is not None,
+                "resnet": bool(layer.resnet),
+                "irreps_out": str(layer.equivariant_nonlin.irreps_out),
+            }
+        )
     type_names = list(read_nequip._type_names(model, func))
     n = len(type_names)
     recip = func.edge_norm._rmax_recip.detach().double().reshape(-1)
@@ -231,6 +350,7 @@ def _nequip_expect(model, model_dtype):
         return [float(t[0])] * n if t.numel() == 1 else [float(v) for v in t]
 
     from ase.data import atomic_numbers
+
     return {
         "type_names": type_names,
         "species_Z": [int(atomic_numbers.get(t, 0)) for t in type_names],
@@ -282,8 +402,15 @@ def _work_mace(out, names, golden, seeds):
         model_json, tensors = read_mace.export_mace(model, head=head)
         path = out / f"{name}.safetensors"
         write.write_model(path, model_json, tensors)
-        entry = {"name": name, "arch": "mace", "file": path.name, "golden": None, "head": head,
-                 "features": features, "hyperparameters": dict(kw, dtype=model_dtype)}
+        entry = {
+            "name": name,
+            "arch": "mace",
+            "file": path.name,
+            "golden": None,
+            "head": head,
+            "features": features,
+            "hyperparameters": dict(kw, dtype=model_dtype),
+        }
         if golden:
             golden_json, golden_tensors = read_mace.golden_mace(model, model_json, head=head)
             gpath = write.golden_path_for(path)
@@ -292,8 +419,9 @@ def _work_mace(out, names, golden, seeds):
         head_index = read_mace.select_head(model, head)[0]
         entry["expect"] = _mace_expect(model, head_index, model_dtype)
         entries.append(entry)
-        print(f"  {name}: {path.stat().st_size / 1024:.0f} KiB, {time.time() - t0:.1f} s",
-              flush=True)
+        print(
+            f"  {name}: {path.stat().st_size / 1024:.0f} KiB, {time.time() - t0:.1f} s", flush=True
+        )
     return entries
 
 
@@ -315,8 +443,15 @@ def _work_nequip(out, names, golden, seeds):
         model_json, tensors = read_nequip.export_nequip(model)
         path = out / f"{name}.safetensors"
         write.write_model(path, model_json, tensors)
-        entry = {"name": name, "arch": "nequip", "file": path.name, "golden": None,
-                 "head": None, "features": features, "hyperparameters": kw}
+        entry = {
+            "name": name,
+            "arch": "nequip",
+            "file": path.name,
+            "golden": None,
+            "head": None,
+            "features": features,
+            "hyperparameters": kw,
+        }
         if golden:
             golden_json, golden_tensors = read_nequip.golden_nequip(model, model_json)
             gpath = write.golden_path_for(path)
@@ -324,8 +459,9 @@ def _work_nequip(out, names, golden, seeds):
             entry["golden"] = gpath.name
         entry["expect"] = _nequip_expect(model, model_dtype)
         entries.append(entry)
-        print(f"  {name}: {path.stat().st_size / 1024:.0f} KiB, {time.time() - t0:.1f} s",
-              flush=True)
+        print(
+            f"  {name}: {path.stat().st_size / 1024:.0f} KiB, {time.time() - t0:.1f} s", flush=True
+        )
     return entries
 
 
@@ -355,13 +491,20 @@ def worker(venv, out, names, golden, seeds):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=pathlib.Path)
-    parser.add_argument("--python", action="append", default=[], metavar="VENV=PATH",
-                        help="interpreter of a venv: mace=/path/bin/python, nequip=/path/...")
-    parser.add_argument("--only", default=None,
-                        help="comma-separated case names (default: all)")
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="VENV=PATH",
+        help="interpreter of a venv: mace=/path/bin/python, nequip=/path/...",
+    )
+    parser.add_argument("--only", default=None, help="comma-separated case names (default: all)")
     parser.add_argument("--no-golden", action="store_true", help="skip the golden files")
-    parser.add_argument("--seeds", action="store_true",
-                        help="write the mutation-test seeds (unittest/potentials/) instead")
+    parser.add_argument(
+        "--seeds",
+        action="store_true",
+        help="write the mutation-test seeds (unittest/potentials/) instead",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--names", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -381,8 +524,10 @@ def main() -> int:
             parser.error(f"--python expects VENV=PATH, got {item!r}")
         pythons[name] = path
     only = set(args.only.split(",")) if args.only else None
-    plan = {"mace": [n for n in MACE_CASES if only is None or n in only],
-            "nequip": [n for n in NEQUIP_CASES if only is None or n in only]}
+    plan = {
+        "mace": [n for n in MACE_CASES if only is None or n in only],
+        "nequip": [n for n in NEQUIP_CASES if only is None or n in only],
+    }
     if only is not None:
         unknown = only - set(MACE_CASES) - set(NEQUIP_CASES)
         if unknown:
@@ -397,11 +542,18 @@ def main() -> int:
         if not names and not args.seeds:
             continue
         if venv not in pythons:
-            print(f"no interpreter for venv {venv!r} (pass --python {venv}=PATH)",
-                  file=sys.stderr)
+            print(f"no interpreter for venv {venv!r} (pass --python {venv}=PATH)", file=sys.stderr)
             return 1
-        cmd = [pythons[venv], str(pathlib.Path(__file__).resolve()), "--out", str(out),
-               "--worker", venv, "--names", ",".join(names)]
+        cmd = [
+            pythons[venv],
+            str(pathlib.Path(__file__).resolve()),
+            "--out",
+            str(out),
+            "--worker",
+            venv,
+            "--names",
+            ",".join(names),
+        ]
         if args.no_golden:
             cmd.append("--no-golden")
         if args.seeds:
@@ -422,8 +574,17 @@ def main() -> int:
     if args.seeds:
         print(f"wrote {[m['file'] for m in models]} in {time.time() - t0:.0f} s")
         return 0
-    index.write_text(json.dumps({"format": "clebsch-exported-models", "version": 1,
-                                 "packages": packages, "models": models}, indent=1))
+    index.write_text(
+        json.dumps(
+            {
+                "format": "clebsch-exported-models",
+                "version": 1,
+                "packages": packages,
+                "models": models,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {len(models)} models and {index} in {time.time() - t0:.0f} s")
     return 0
 

@@ -95,7 +95,7 @@ def worker(module_path, venv, single, out):
         except Exception:  # noqa: BLE001  (package absent from this venv)
             pass
     data["versions"] = versions
-    component = module_path.stem[len("pkg_"):]
+    component = module_path.stem[len("pkg_") :]
     name = f"pkg_{component}.json" if single else f"pkg_{component}_{venv}.json"
     (out / name).write_text(json.dumps(_to_plain(data)))
     print(f"wrote {name} ({venv}: {versions})")
@@ -104,8 +104,13 @@ def worker(module_path, venv, single, out):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=pathlib.Path)
-    parser.add_argument("--python", action="append", default=[], metavar="VENV=PATH",
-                        help="interpreter of a venv, e.g. mace=/path/bin/python (repeatable)")
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="VENV=PATH",
+        help="interpreter of a venv, e.g. mace=/path/bin/python (repeatable)",
+    )
     parser.add_argument("--only", default=None, help="generate only this component")
     parser.add_argument("--worker", type=pathlib.Path, help=argparse.SUPPRESS)
     parser.add_argument("--venv", help=argparse.SUPPRESS)
@@ -130,22 +135,34 @@ def main() -> int:
         return 1
     failures = 0
     for path in modules:
-        component = path.stem[len("pkg_"):]
+        component = path.stem[len("pkg_") :]
         if args.only and component != args.only:
             continue
         venvs, _ = declared_venvs(path)
         for venv in venvs:
             if venv not in pythons:
-                print(f"{path.name}: no interpreter for venv {venv!r} (pass --python {venv}=PATH)",
-                      file=sys.stderr)
+                print(
+                    f"{path.name}: no interpreter for venv {venv!r} (pass --python {venv}=PATH)",
+                    file=sys.stderr,
+                )
                 failures += 1
                 continue
-            cmd = [pythons[venv], str(pathlib.Path(__file__).resolve()), "--out", str(args.out),
-                   "--worker", str(path), "--venv", venv]
+            cmd = [
+                pythons[venv],
+                str(pathlib.Path(__file__).resolve()),
+                "--out",
+                str(args.out),
+                "--worker",
+                str(path),
+                "--venv",
+                venv,
+            ]
             result = subprocess.run(cmd)
             if result.returncode != 0:
-                print(f"{path.name} ({venv}) failed with exit status {result.returncode}",
-                      file=sys.stderr)
+                print(
+                    f"{path.name} ({venv}) failed with exit status {result.returncode}",
+                    file=sys.stderr,
+                )
                 failures += 1
     return 1 if failures else 0
 

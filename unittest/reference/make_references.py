@@ -45,7 +45,7 @@ def main() -> int:
         print("no ref_*.py modules found", file=sys.stderr)
         return 1
     for path in modules:
-        component = path.stem[len("ref_"):]
+        component = path.stem[len("ref_") :]
         if args.only and component != args.only:
             continue
         spec = importlib.util.spec_from_file_location(path.stem, path)

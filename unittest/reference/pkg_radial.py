@@ -101,8 +101,14 @@ def generate_mace(rng):
         }
         if transform == "Agnesi":
             dt = block.distance_transform
-            case.update({"agnesi_q": dt.q, "agnesi_p": dt.p, "agnesi_a": dt.a,
-                         "covalent_radii": dt.covalent_radii})
+            case.update(
+                {
+                    "agnesi_q": dt.q,
+                    "agnesi_p": dt.p,
+                    "agnesi_a": dt.a,
+                    "covalent_radii": dt.covalent_radii,
+                }
+            )
         if cutoff is not None:
             case["cutoff"] = cutoff.reshape(-1)
             case["dcutoff_dr"] = _per_feature_grads(cutoff, r).reshape(-1)
@@ -166,14 +172,27 @@ def generate_nequip(rng):
     ]
     cases = []
     for r_max, num_bessels, p, trainable, per_type in cases_spec:
-        norm = EdgeLengthNormalizer(r_max=r_max, type_names=type_names,
-                                    per_edge_type_cutoff=per_type)
-        bessel = BesselEdgeLengthEncoding(cutoff=PolynomialCutoff(p), num_bessels=num_bessels,
-                                          trainable=trainable, irreps_in=norm.irreps_out)
-        factor = ApplyFactor(in_field=AtomicDataDict.EDGE_EMBEDDING_KEY,
-                             factor=(2 * math.pi) / (r_max * r_max), irreps_in=bessel.irreps_out)
-        zbl = ZBL(type_names=type_names, chemical_species=species, units="metal",
-                  polynomial_cutoff_p=p, irreps_in=norm.irreps_out)
+        norm = EdgeLengthNormalizer(
+            r_max=r_max, type_names=type_names, per_edge_type_cutoff=per_type
+        )
+        bessel = BesselEdgeLengthEncoding(
+            cutoff=PolynomialCutoff(p),
+            num_bessels=num_bessels,
+            trainable=trainable,
+            irreps_in=norm.irreps_out,
+        )
+        factor = ApplyFactor(
+            in_field=AtomicDataDict.EDGE_EMBEDDING_KEY,
+            factor=(2 * math.pi) / (r_max * r_max),
+            irreps_in=bessel.irreps_out,
+        )
+        zbl = ZBL(
+            type_names=type_names,
+            chemical_species=species,
+            units="metal",
+            polynomial_cutoff_p=p,
+            irreps_in=norm.irreps_out,
+        )
         if trainable:
             with torch.no_grad():
                 w = bessel.bessel_weights

@@ -28,9 +28,7 @@ CASES = [
 
 def generate(rng):
     """Evaluate every case with weights, rows and output gradients drawn from ``rng``."""
-    constants = {
-        name: normalize2mom(f).cst for name, f in ACTS.items() if f is not None
-    }
+    constants = {name: normalize2mom(f).cst for name, f in ACTS.items() if f is not None}
     cases = []
     for hs, act in CASES:
         net = nn.FullyConnectedNet(hs, ACTS[act])

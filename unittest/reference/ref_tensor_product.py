@@ -32,8 +32,15 @@ def build_cases():
     """(name, TensorProduct, batch, constructor options) for every case."""
     cases = []
 
-    def add(name, tp, batch, path_weights=None, irrep_norm="component", path_norm="element",
-            variances=None):
+    def add(
+        name,
+        tp,
+        batch,
+        path_weights=None,
+        irrep_norm="component",
+        path_norm="element",
+        variances=None,
+    ):
         options = {
             "irrep_normalization": irrep_norm,
             "path_normalization": path_norm,
@@ -108,7 +115,11 @@ def build_cases():
     pw = [i[5] for i in instructions]
     for shared in (True, False):
         tp = o3.TensorProduct(
-            irreps1, irreps2, irreps_out, instructions, shared_weights=shared,
+            irreps1,
+            irreps2,
+            irreps_out,
+            instructions,
+            shared_weights=shared,
             internal_weights=False,
         )
         add("explicit_shared" if shared else "explicit_per_row", tp, 3, path_weights=pw)
@@ -138,6 +149,7 @@ def generate(rng):
     """Evaluate every case on rows, weights and cotangents drawn from ``rng``."""
     out_cases = []
     for name, tp, batch, options in build_cases():
+
         def rand(*shape):
             return torch.tensor(rng.standard_normal(shape), requires_grad=True)
 
