@@ -22,7 +22,10 @@ One model, one structure, one run, one GPU:
   ``torch.cuda.synchronize()``; peak extra device memory from PyTorch's allocator over the model
   and the batch;
 - the check: max |dF| and |dE|/|E| of every Clebsch result against mace-torch float64 (and
-  against mace-torch in the same precision); the float64 engine must agree to 1e-8 eV/A.
+  against mace-torch in the same precision); the float64 engine must agree to 1e-8 eV/A;
+- with ``--kernel-profile``: one more CUDA-engine call per precision with kernel timing on
+  (every kernel, copy and cuBLAS GEMM of the step, by engine phase), written by
+  ``bench_mace_model --kernel-profile`` to ``OUT/kernel_profile.json`` (bench/README.md).
 
 mace-torch 0.3.16 pins e3nn 0.4.4; on the GPU host its wheels are installed into their own
 ``--target`` directory (see bench/WHEELS.md) that goes first on ``PYTHONPATH`` for this script
@@ -138,6 +141,9 @@ def main() -> int:
     ap.add_argument("--host-repeat", type=int, default=2, help="timed runs of the host engine")
     ap.add_argument("--atomic", action="store_true",
                     help="CUDA engine with atomic accumulation (default: deterministic)")
+    ap.add_argument("--kernel-profile", action="store_true",
+                    help="also write the CUDA engine's kernel-level profile of one step to "
+                         "OUT/kernel_profile.json (bench_mace_model --kernel-profile)")
     ap.add_argument("--out", default="out-model", help="model, structure and forces go here")
     ap.add_argument("--json", default="")
     ap.add_argument("--export-only", action="store_true",
@@ -210,6 +216,9 @@ def main() -> int:
                "--forces-out", str(out_dir / "forces")]
         if args.atomic:
             cmd.append("--atomic")
+        if args.kernel_profile and kind == "cuda":
+            info["kernel_profile"] = str(out_dir / "kernel_profile.json")
+            cmd += ["--kernel-profile", info["kernel_profile"]]
         print(f"[{args.problem}] clebsch {kind} engine: {' '.join(cmd)}", flush=True)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
