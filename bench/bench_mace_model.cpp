@@ -15,9 +15,17 @@
 //   bench_mace_model --model m.safetensors --structure s.safetensors [--engine host,cuda]
 //                    [--precision fp64,fp32,mixed] [--repeat 10] [--warmup 2]
 //                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
+//                    [--kernel-profile FILE] [--backend cuda|emulated]
 //
 // --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
 // edge_batch; 0, the default, lets the engine choose).
+// --kernel-profile: after the timed calls, one more call of each CUDA engine with kernel timing
+// on (kernels/device/kernel_timing.h: events around every launch, copy, memset and cuBLAS GEMM
+// on its stream), written to FILE as JSON (write_kernel_profile says what it holds) and as a
+// table of the 25 largest on stderr (stdout carries the results JSON that bench_mace_model.py
+// reads).
+// --backend emulated: the CUDA engine on the emulated backend (device code run on the host: no
+// GPU needed, times meaningless), to check the profile's plumbing.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -34,17 +42,17 @@
 
 #include "bench_structure.h"
 #include "clebsch/engine/engine.h"
-#include "clebsch/support/error.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch/support/error.h"
 
 #if defined(CLEBSCH_BENCH_CUDA)
 #include "clebsch/cuda/device/cuda_driver.h"
-// The CUDA engine (kernels/engine/cuda_engine.h: clebsch::cuda::make_cuda_engine(const model::Model&,
-// Precision, const CudaEngineOptions&)) landed on main after this benchmark branched; it is
-// included when present. Built without it, the driver still runs the host engine and reports
-// the CUDA engine as not run.
-#if __has_include("cuda_engine.h")
+// The CUDA engine (kernels/engine/cuda_engine.h: clebsch::cuda::make_cuda_engine(const
+// model::Model&, Precision, const CudaEngineOptions&)) landed on main after this benchmark
+// branched; it is included when present. Built without it, the driver still runs the host engine
+// and reports the CUDA engine as not run.
+#if __has_include("clebsch/cuda/engine/cuda_engine.h")
 #include "clebsch/cuda/engine/cuda_engine.h"
 #define CLEBSCH_BENCH_HAVE_CUDA_ENGINE 1
 #endif
@@ -66,6 +74,8 @@ struct Options {
   int repeat = 10, warmup = 2;
   bool deterministic = true;  // the CUDA engine's default: bitwise reproducible
   std::size_t edge_batch = 0;
+  std::string kernel_profile;    // --kernel-profile FILE ("" none)
+  std::string backend = "cuda";  // --backend: the CUDA engine's backend (cuda, emulated)
 
   static std::vector<std::string> split(const std::string& text) {
     std::vector<std::string> out;
@@ -83,14 +93,26 @@ struct Options {
         if (i + 1 >= argc) throw clebsch::Error("option " + a + " needs a value");
         return argv[++i];
       };
-      if (a == "--model") o.model = next();
-      else if (a == "--structure") o.structure = next();
-      else if (a == "--forces-out") o.forces_out = next();
-      else if (a == "--repeat") o.repeat = std::stoi(next());
-      else if (a == "--warmup") o.warmup = std::stoi(next());
-      else if (a == "--atomic") o.deterministic = false;
-      else if (a == "--edge-batch") o.edge_batch = std::stoull(next());
-      else if (a == "--engine") o.engines = split(next());
+      if (a == "--model")
+        o.model = next();
+      else if (a == "--structure")
+        o.structure = next();
+      else if (a == "--forces-out")
+        o.forces_out = next();
+      else if (a == "--repeat")
+        o.repeat = std::stoi(next());
+      else if (a == "--warmup")
+        o.warmup = std::stoi(next());
+      else if (a == "--atomic")
+        o.deterministic = false;
+      else if (a == "--edge-batch")
+        o.edge_batch = std::stoull(next());
+      else if (a == "--kernel-profile")
+        o.kernel_profile = next();
+      else if (a == "--backend")
+        o.backend = next();
+      else if (a == "--engine")
+        o.engines = split(next());
       else if (a == "--precision") {
         o.precisions.clear();
         for (const auto& p : split(next()))
@@ -104,6 +126,8 @@ struct Options {
     for (const auto& e : o.engines)
       if (e != "host" && e != "cuda") throw clebsch::Error("unknown engine '" + e + "'");
     if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
+    if (o.backend != "cuda" && o.backend != "emulated")
+      throw clebsch::Error("--backend must be cuda or emulated, not '" + o.backend + "'");
     return o;
   }
 };
@@ -115,6 +139,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
   clebsch::cuda::CudaEngineOptions options;
   options.deterministic = opt.deterministic;
   options.edge_batch = opt.edge_batch;
+  if (opt.backend == "emulated") options.backend = clebsch::cuda::make_emulated_backend();
   return clebsch::cuda::make_cuda_engine(model, precision, options);
 #else
   (void)model;
@@ -192,6 +217,111 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One more energy + forces call of a CUDA engine with kernel timing on: the profile of one
+// (engine, precision) for the --kernel-profile file (see write_kernel_profile), and its table.
+nlohmann::json kernel_profile(Engine& engine, const AtomGraph& ag, const nlohmann::json& result) {
+#if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
+  namespace cu = clebsch::cuda;
+  auto* cuda = dynamic_cast<cu::CudaEngine*>(&engine);
+  if (!cuda) throw clebsch::Error("kernel profile: not a CUDA engine");
+  cu::DeviceBackend& be = cuda->backend();
+  EngineResult r;
+  be.set_kernel_timing(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  engine.compute(ag, r, nullptr);  // returns results on the host: the device work is done
+  const double wall = seconds_since(t0);
+  be.set_kernel_timing(false);
+  const std::vector<cu::KernelTiming> records = be.take_kernel_timings();
+  double busy = 0;
+  for (const cu::KernelTiming& t : records) busy += t.seconds;
+  nlohmann::json p;
+  p["engine"] = result["engine"];
+  p["precision"] = result["precision"];
+  p["backend"] = be.name();
+  p["wall_ms"] = wall * 1e3;
+  p["kernel_ms"] = busy * 1e3;
+  p["gap_ms"] = (wall - busy) * 1e3;
+  p["untimed_median_ms"] = result.value("median_s", 0.0) * 1e3;
+  p["records"] = records.size();
+  // Largest first; share = of the step's wall time in this call.
+  auto rows = [&](cu::TimingKey key) {
+    std::vector<cu::KernelTimingTotal> totals = cu::aggregate_kernel_timings(records, key);
+    std::stable_sort(totals.begin(), totals.end(),
+                     [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+    return totals;
+  };
+  const std::vector<cu::KernelTimingTotal> by_phase = rows(cu::TimingKey::kLabelAndName);
+  for (const cu::TimingKey key : {cu::TimingKey::kLabelAndName, cu::TimingKey::kName}) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const cu::KernelTimingTotal& t : key == cu::TimingKey::kName ? rows(key) : by_phase) {
+      nlohmann::json k;
+      if (key == cu::TimingKey::kLabelAndName) k["label"] = t.label;
+      k["name"] = t.name;
+      k["calls"] = t.calls;
+      k["total_ms"] = t.seconds * 1e3;
+      k["mean_ms"] = t.mean_seconds() * 1e3;
+      k["share"] = wall > 0 ? t.seconds / wall : 0.0;
+      k["bytes"] = t.bytes;
+      list.push_back(k);
+    }
+    p[key == cu::TimingKey::kName ? "by_name" : "kernels"] = list;
+  }
+  nlohmann::json issued = nlohmann::json::array();
+  for (const cu::KernelTiming& t : records)
+    issued.push_back({{"label", t.label},
+                      {"name", t.name},
+                      {"grid", {t.grid_x, t.grid_y, t.grid_z}},
+                      {"threads", t.threads},
+                      {"shared_bytes", t.shared_bytes},
+                      {"bytes", t.bytes},
+                      {"us", t.seconds * 1e6}});
+  p["launches"] = issued;
+
+  std::fprintf(stderr,
+               "kernel profile: %s %s on %s: wall %.3f ms, kernels %.3f ms (%.1f%%), gaps %.3f "
+               "ms, %zu records (untimed median %.3f ms)\n",
+               p["engine"].get<std::string>().c_str(), p["precision"].get<std::string>().c_str(),
+               be.name().c_str(), wall * 1e3, busy * 1e3, wall > 0 ? 100 * busy / wall : 0.0,
+               (wall - busy) * 1e3, records.size(), p["untimed_median_ms"].get<double>());
+  std::fprintf(stderr, "  %10s %6s %6s  %s\n", "total ms", "share", "calls", "phase / kernel");
+  for (std::size_t i = 0; i < by_phase.size() && i < 25; ++i) {
+    const cu::KernelTimingTotal& t = by_phase[i];
+    std::fprintf(stderr, "  %10.4f %5.1f%% %6lld  %s / %s\n", t.seconds * 1e3,
+                 wall > 0 ? 100 * t.seconds / wall : 0.0, t.calls,
+                 t.label.empty() ? "-" : t.label.c_str(), t.name.c_str());
+  }
+  return p;
+#else
+  (void)engine, (void)ag, (void)result;
+  throw clebsch::Error("kernel profile: this build has no CUDA engine");
+#endif
+}
+
+// The --kernel-profile file: the run's inputs and one profile per (CUDA engine, precision):
+//   {"model", "structure", "atoms", "edges", "deterministic", "edge_batch",
+//    "profiles": [{"engine", "precision", "backend", "wall_ms" (the timed call, wall clock),
+//                  "kernel_ms" (sum of the records), "gap_ms" (wall - sum: idle device),
+//                  "untimed_median_ms" (the timed calls without kernel timing), "records",
+//                  "kernels": [{"label" (engine phase), "name", "calls", "total_ms", "mean_ms",
+//                               "share" (of wall_ms), "bytes"}, ...] largest first,
+//                  "by_name": the same summed over phases (no "label"),
+//                  "launches": [{"label", "name", "grid", "threads", "shared_bytes", "bytes",
+//                                "us"}, ...] in issue order}, ...]}
+void write_kernel_profile(const Options& opt, const nlohmann::json& out,
+                          const nlohmann::json& profiles) {
+  nlohmann::json f;
+  f["model"] = opt.model;
+  f["structure"] = opt.structure;
+  f["atoms"] = out["atoms"];
+  f["edges"] = out["edges"];
+  f["deterministic"] = opt.deterministic;
+  f["edge_batch"] = opt.edge_batch;
+  f["profiles"] = profiles;
+  std::ofstream file(opt.kernel_profile);
+  file << f.dump(1) << "\n";
+  if (!file) throw clebsch::Error("cannot write " + opt.kernel_profile);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -205,8 +335,14 @@ int main(int argc, char** argv) try {
   const Graph g = clebsch::bench::neighbour_list(s, model.r_max);
   out["neighbour_list_s"] = seconds_since(tn);
   out["edges"] = g.center.size();
-  const AtomGraph ag{s.n, s.n, s.species.data(), g.center.size(), g.center.data(),
-                     g.neighbor.data(), g.vector.data()};
+  const AtomGraph ag{s.n,
+                     s.n,
+                     s.species.data(),
+                     g.center.size(),
+                     g.center.data(),
+                     g.neighbor.data(),
+                     g.vector.data()};
+  nlohmann::json profiles = nlohmann::json::array();
 
   for (const std::string& kind : opt.engines) {
     for (Precision p : opt.precisions) {
@@ -215,7 +351,7 @@ int main(int argc, char** argv) try {
       j["precision"] = clebsch::to_string(p);
       try {
         // Constructing the sampler makes the context current first, so the baseline holds it.
-        DeviceMemorySampler memory(kind == "cuda");
+        DeviceMemorySampler memory(kind == "cuda" && opt.backend == "cuda");
         const auto t0 = std::chrono::steady_clock::now();
         std::unique_ptr<Engine> engine = make_engine(kind, model, p, opt);
         EngineResult r;
@@ -250,6 +386,15 @@ int main(int argc, char** argv) try {
           f.write(reinterpret_cast<const char*>(forces.data()), forces.size() * sizeof(double));
           j["forces"] = path;
         }
+        if (!opt.kernel_profile.empty() && kind == "cuda") {
+          try {
+            profiles.push_back(kernel_profile(*engine, ag, j));
+            j["kernel_profile_wall_s"] = profiles.back()["wall_ms"].get<double>() * 1e-3;
+            j["kernel_profile_kernel_s"] = profiles.back()["kernel_ms"].get<double>() * 1e-3;
+          } catch (const std::exception& e) {
+            j["kernel_profile_error"] = e.what();
+          }
+        }
       } catch (const std::exception& e) {
         // One engine's failure (e.g. no CUDA engine in this build) is a result; the rest run.
         j["error"] = std::string("not run: ") + e.what();
@@ -257,6 +402,10 @@ int main(int argc, char** argv) try {
       out["results"].push_back(j);
       std::cerr << j.dump() << std::endl;
     }
+  }
+  if (!opt.kernel_profile.empty()) {
+    write_kernel_profile(opt, out, profiles);
+    out["kernel_profile"] = opt.kernel_profile;
   }
   std::cout << out.dump(1) << std::endl;
   return 0;

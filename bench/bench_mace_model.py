@@ -22,7 +22,10 @@ One model, one structure, one run, one GPU:
   ``torch.cuda.synchronize()``; peak extra device memory from PyTorch's allocator over the model
   and the batch;
 - the check: max |dF| and |dE|/|E| of every Clebsch result against mace-torch float64 (and
-  against mace-torch in the same precision); the float64 engine must agree to 1e-8 eV/A.
+  against mace-torch in the same precision); the float64 engine must agree to 1e-8 eV/A;
+- with ``--kernel-profile``: one more CUDA-engine call per precision with kernel timing on
+  (every kernel, copy and cuBLAS GEMM of the step, by engine phase), written by
+  ``bench_mace_model --kernel-profile`` to ``OUT/kernel_profile.json`` (bench/README.md).
 
 mace-torch 0.3.16 pins e3nn 0.4.4; on the GPU host its wheels are installed into their own
 ``--target`` directory (see bench/WHEELS.md) that goes first on ``PYTHONPATH`` for this script
@@ -82,8 +85,12 @@ def time_torch(model, atoms, dtype, device, warmup: int, repeat: int) -> Dict[st
         t0 = time.perf_counter()
         batch = _batch_for(m, atoms, "Default", float(m.r_max))
         rec["neighbour_list_s"] = time.perf_counter() - t0
-        batch = {k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device))
-                 if torch.is_tensor(v) else v for k, v in batch.items()}
+        batch = {
+            k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device))
+            if torch.is_tensor(v)
+            else v
+            for k, v in batch.items()
+        }
         rec["edges"] = int(batch["edge_index"].shape[1])
         sync()
         base = torch.cuda.memory_allocated() if cuda else 0
@@ -103,8 +110,10 @@ def time_torch(model, atoms, dtype, device, warmup: int, repeat: int) -> Dict[st
             # OutOfMemoryError as a plain RuntimeError.
             if "out of memory" not in str(err):
                 raise
-            rec["error"] = ("not run: out of device memory (peak "
-                            f"{(torch.cuda.max_memory_allocated() - base) / 1e9:.1f} GB extra)")
+            rec["error"] = (
+                "not run: out of device memory (peak "
+                f"{(torch.cuda.max_memory_allocated() - base) / 1e9:.1f} GB extra)"
+            )
             return rec
         if cuda:
             rec["peak_device_extra_bytes"] = torch.cuda.max_memory_allocated() - base
@@ -126,26 +135,49 @@ def main() -> int:
     ap.add_argument("--binary", default="", help="bench_mace_model (absent: Clebsch not run)")
     ap.add_argument("--problem", default="mace-mp-0-medium", choices=list(PROBLEMS))
     ap.add_argument("--atoms", type=int, default=10000)
-    ap.add_argument("--elements", type=int, default=89,
-                    help="species of the model (Z = 1..N, Cu included): MACE-MP-0 has 89, which "
-                         "sizes its per-species weights and its skip tensor product")
+    ap.add_argument(
+        "--elements",
+        type=int,
+        default=89,
+        help="species of the model (Z = 1..N, Cu included): MACE-MP-0 has 89, which "
+        "sizes its per-species weights and its skip tensor product",
+    )
     ap.add_argument("--engines", default="cuda,host")
-    ap.add_argument("--precisions", default="fp64,fp32",
-                    help="mace-torch and CUDA-engine precisions (fp64, fp32; mixed: engine only)")
+    ap.add_argument(
+        "--precisions",
+        default="fp64,fp32",
+        help="mace-torch and CUDA-engine precisions (fp64, fp32; mixed: engine only)",
+    )
     ap.add_argument("--host-precisions", default="fp64")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--host-repeat", type=int, default=2, help="timed runs of the host engine")
-    ap.add_argument("--atomic", action="store_true",
-                    help="CUDA engine with atomic accumulation (default: deterministic)")
+    ap.add_argument(
+        "--atomic",
+        action="store_true",
+        help="CUDA engine with atomic accumulation (default: deterministic)",
+    )
+    ap.add_argument(
+        "--kernel-profile",
+        action="store_true",
+        help="also write the CUDA engine's kernel-level profile of one step to "
+        "OUT/kernel_profile.json (bench_mace_model --kernel-profile)",
+    )
     ap.add_argument("--out", default="out-model", help="model, structure and forces go here")
     ap.add_argument("--json", default="")
-    ap.add_argument("--export-only", action="store_true",
-                    help="write OUT/model.safetensors and the structure, run nothing (the "
-                         "LAMMPS MD benchmark's MACE-MP-0-medium-sized model)")
+    ap.add_argument(
+        "--export-only",
+        action="store_true",
+        help="write OUT/model.safetensors and the structure, run nothing (the "
+        "LAMMPS MD benchmark's MACE-MP-0-medium-sized model)",
+    )
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--timeout-s", type=float, default=420,
-                    help="for each engine process (its first call includes NVRTC compiles)")
+    ap.add_argument(
+        "--timeout-s",
+        type=float,
+        default=420,
+        help="for each engine process (its first call includes NVRTC compiles)",
+    )
     args = ap.parse_args()
 
     import numpy as np
@@ -158,18 +190,23 @@ def main() -> int:
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     info: Dict[str, Any] = {
-        "problem": args.problem, "torch": torch.__version__, "mace": getattr(
-            mace, "__version__", "?"), "python": platform.python_version()}
+        "problem": args.problem,
+        "torch": torch.__version__,
+        "mace": getattr(mace, "__version__", "?"),
+        "python": platform.python_version(),
+    }
     try:
         import e3nn
+
         info["e3nn"] = e3nn.__version__
     except ImportError:
         pass
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     try:
-        info["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                        capture_output=True, text=True).stdout.strip()
+        info["commit"] = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         info["commit"] = None
 
@@ -189,8 +226,11 @@ def main() -> int:
     species = np.array([z_order.index(int(z)) for z in atoms.numbers], dtype=np.float64)
     write_structure_species(spath, species)
     info.update(atoms=len(atoms), model_bytes=mpath.stat().st_size, export_s=time.time() - t0)
-    print(f"[{args.problem}] {info['parameters']:,} parameters, {len(atoms)} atoms; exported "
-          f"in {info['export_s']:.1f} s", flush=True)
+    print(
+        f"[{args.problem}] {info['parameters']:,} parameters, {len(atoms)} atoms; exported "
+        f"in {info['export_s']:.1f} s",
+        flush=True,
+    )
     if args.export_only:
         return 0
 
@@ -200,29 +240,53 @@ def main() -> int:
     for kind in engines:
         precs = args.precisions if kind == "cuda" else args.host_precisions
         if not args.binary or not pathlib.Path(args.binary).exists():
-            engine_rows += [{"engine": kind, "precision": p, "error": "not run: no "
-                             f"bench_mace_model binary ({args.binary or 'none given'})"}
-                            for p in precs.split(",")]
+            engine_rows += [
+                {
+                    "engine": kind,
+                    "precision": p,
+                    "error": f"not run: no bench_mace_model binary ({args.binary or 'none given'})",
+                }
+                for p in precs.split(",")
+            ]
             continue
-        cmd = [args.binary, "--model", str(mpath), "--structure", str(spath), "--engine", kind,
-               "--precision", precs, "--warmup", str(args.warmup),
-               "--repeat", str(args.repeat if kind == "cuda" else args.host_repeat),
-               "--forces-out", str(out_dir / "forces")]
+        cmd = [
+            args.binary,
+            "--model",
+            str(mpath),
+            "--structure",
+            str(spath),
+            "--engine",
+            kind,
+            "--precision",
+            precs,
+            "--warmup",
+            str(args.warmup),
+            "--repeat",
+            str(args.repeat if kind == "cuda" else args.host_repeat),
+            "--forces-out",
+            str(out_dir / "forces"),
+        ]
         if args.atomic:
             cmd.append("--atomic")
+        if args.kernel_profile and kind == "cuda":
+            info["kernel_profile"] = str(out_dir / "kernel_profile.json")
+            cmd += ["--kernel-profile", info["kernel_profile"]]
         print(f"[{args.problem}] clebsch {kind} engine: {' '.join(cmd)}", flush=True)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
         except subprocess.TimeoutExpired:
-            engine_rows += [{"engine": kind, "precision": p,
-                             "error": f"not run: over {args.timeout_s:.0f} s"}
-                            for p in precs.split(",")]
+            engine_rows += [
+                {"engine": kind, "precision": p, "error": f"not run: over {args.timeout_s:.0f} s"}
+                for p in precs.split(",")
+            ]
             continue
         sys.stderr.write(proc.stderr)
         if proc.returncode != 0:
             why = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            engine_rows += [{"engine": kind, "precision": p, "error": f"not run: {why}"}
-                            for p in precs.split(",")]
+            engine_rows += [
+                {"engine": kind, "precision": p, "error": f"not run: {why}"}
+                for p in precs.split(",")
+            ]
             continue
         res = json.loads(proc.stdout)
         info["edges"] = res["edges"]
@@ -240,8 +304,9 @@ def main() -> int:
             if dtype is None:
                 continue
             print(f"[{args.problem}] mace-torch {p} ...", flush=True)
-            torch_rows[p] = time_torch(model, atoms, dtype, torch.device(args.device),
-                                       args.warmup, args.repeat)
+            torch_rows[p] = time_torch(
+                model, atoms, dtype, torch.device(args.device), args.warmup, args.repeat
+            )
             r = torch_rows[p]
             print(f"  {r.get('median_s', float('nan')):.4f} s {r.get('error', '')}", flush=True)
 
@@ -249,8 +314,14 @@ def main() -> int:
     info.setdefault("edges", next((r["edges"] for r in torch_rows.values() if "edges" in r), None))
     # The host engine in float64 is the reference that needs no GPU memory: where mace-torch
     # float64 does not fit, the CUDA engine is still checked against it.
-    host64 = next((r.get("forces_array") for r in engine_rows
-                   if r["engine"] == "host" and r["precision"] == "fp64"), None)
+    host64 = next(
+        (
+            r.get("forces_array")
+            for r in engine_rows
+            if r["engine"] == "host" and r["precision"] == "fp64"
+        ),
+        None,
+    )
     rows = []
     for r in engine_rows:
         row = {k: v for k, v in r.items() if k not in ("forces_array", "times_s")}
@@ -269,23 +340,32 @@ def main() -> int:
         if f is not None and "forces" in same and same is not ref64:
             row["max_abs_dF_vs_torch_same_precision"] = float(np.abs(f - same["forces"]).max())
         if r["precision"] == "fp64" and "max_abs_dF_vs_torch_fp64" in row:
-            row["check"] = ("pass" if row["max_abs_dF_vs_torch_fp64"] < 1e-8
-                            and row["rel_dE_vs_torch_fp64"] < 1e-10 else "FAIL")
+            row["check"] = (
+                "pass"
+                if row["max_abs_dF_vs_torch_fp64"] < 1e-8 and row["rel_dE_vs_torch_fp64"] < 1e-10
+                else "FAIL"
+            )
         elif r["precision"] == "fp64" and "max_abs_dF_vs_host_fp64" in row:
-            row["check"] = ("pass (vs host)" if row["max_abs_dF_vs_host_fp64"] < 1e-8
-                            else "FAIL (vs host)")
+            row["check"] = (
+                "pass (vs host)" if row["max_abs_dF_vs_host_fp64"] < 1e-8 else "FAIL (vs host)"
+            )
         rows.append(row)
     if "forces" in ref64 and "forces" in torch_rows.get("fp32", {}):
         info["torch_fp32_max_abs_dF_vs_fp64"] = float(
-            np.abs(torch_rows["fp32"]["forces"] - ref64["forces"]).max())
+            np.abs(torch_rows["fp32"]["forces"] - ref64["forces"]).max()
+        )
 
     print()
-    print(f"MACE energy + forces, {args.problem} (random weights, {info['parameters']:,} "
-          f"parameters), fcc Cu {info['atoms']} atoms, {info.get('edges', '?')} edges, on "
-          f"{info.get('gpu', '?')}; mace-torch {info['mace']} (e3nn {info.get('e3nn', '?')}, "
-          f"torch {info['torch']}): median of {args.repeat} after {args.warmup} warm-up")
-    print("| engine | prec | Clebsch s | mace-torch s | speed-up | Clebsch peak dev GB | "
-          "torch peak dev GB | max abs dF vs torch fp64 (eV/A) | vs host fp64 | check |")
+    print(
+        f"MACE energy + forces, {args.problem} (random weights, {info['parameters']:,} "
+        f"parameters), fcc Cu {info['atoms']} atoms, {info.get('edges', '?')} edges, on "
+        f"{info.get('gpu', '?')}; mace-torch {info['mace']} (e3nn {info.get('e3nn', '?')}, "
+        f"torch {info['torch']}): median of {args.repeat} after {args.warmup} warm-up"
+    )
+    print(
+        "| engine | prec | Clebsch s | mace-torch s | speed-up | Clebsch peak dev GB | "
+        "torch peak dev GB | max abs dF vs torch fp64 (eV/A) | vs host fp64 | check |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
 
     def fmt(v, spec):
@@ -296,18 +376,24 @@ def main() -> int:
         tp = r.get("torch_peak_device_extra_bytes")
         ours = r.get("error") or fmt(r.get("median_s"), ".4f")
         theirs = r.get("torch_error") or fmt(r.get("torch_s"), ".4f")
-        print(f"| {r['engine']} | {r['precision']} | {ours} | {theirs} | "
-              f"{fmt(r.get('speedup'), '.1f')} | "
-              f"{fmt(peak / 1e9 if peak is not None and peak >= 0 else None, '.2f')} | "
-              f"{fmt(tp / 1e9 if tp is not None else None, '.2f')} | "
-              f"{fmt(r.get('max_abs_dF_vs_torch_fp64'), '.2e')} | "
-              f"{fmt(r.get('max_abs_dF_vs_host_fp64'), '.2e')} | {r.get('check', '-')} |")
+        print(
+            f"| {r['engine']} | {r['precision']} | {ours} | {theirs} | "
+            f"{fmt(r.get('speedup'), '.1f')} | "
+            f"{fmt(peak / 1e9 if peak is not None and peak >= 0 else None, '.2f')} | "
+            f"{fmt(tp / 1e9 if tp is not None else None, '.2f')} | "
+            f"{fmt(r.get('max_abs_dF_vs_torch_fp64'), '.2e')} | "
+            f"{fmt(r.get('max_abs_dF_vs_host_fp64'), '.2e')} | {r.get('check', '-')} |"
+        )
     for p, r in torch_rows.items():
-        print(f"mace-torch {p}: {r.get('error') or fmt(r.get('median_s'), '.4f') + ' s'}, peak "
-              f"extra {fmt((r.get('peak_device_extra_bytes') or 0) / 1e9, '.2f')} GB")
-    result = {"info": info, "rows": rows,
-              "torch": {p: {k: v for k, v in r.items() if k != "forces"}
-                        for p, r in torch_rows.items()}}
+        print(
+            f"mace-torch {p}: {r.get('error') or fmt(r.get('median_s'), '.4f') + ' s'}, peak "
+            f"extra {fmt((r.get('peak_device_extra_bytes') or 0) / 1e9, '.2f')} GB"
+        )
+    result = {
+        "info": info,
+        "rows": rows,
+        "torch": {p: {k: v for k, v in r.items() if k != "forces"} for p, r in torch_rows.items()},
+    }
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
         print(f"wrote {args.json}")

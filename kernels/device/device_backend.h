@@ -22,7 +22,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "clebsch/cuda/device/kernel_timing.h"
 
 namespace clebsch::cuda {
 
@@ -31,8 +34,8 @@ using Stream = void*;
 
 /// One entry point of a module.
 struct KernelSpec {
-  std::string name;       ///< extern "C" name in the source
-  std::string args_type;  ///< the struct type of its single by-value argument
+  std::string name;               ///< extern "C" name in the source
+  std::string args_type;          ///< the struct type of its single by-value argument
   bool warp_synchronous = false;  ///< uses __syncwarp/shuffles (emulated with 32 threads a warp)
   /// Dynamic shared memory the kernel may be launched with, when above 48 KB (CUDA opt-in).
   unsigned max_shared_bytes = 0;
@@ -107,10 +110,39 @@ class DeviceBackend {
                       const void* args, std::size_t args_size) = 0;
 
   template <class Args>
-  void launch(const DeviceKernel& kernel, const LaunchDims& dims, Stream stream,
-              const Args& args) {
+  void launch(const DeviceKernel& kernel, const LaunchDims& dims, Stream stream, const Args& args) {
     launch(kernel, dims, stream, &args, sizeof(Args));
   }
+
+  // --- Kernel timing (kernel_timing.h): for profiles, off by default. ---
+  /// Starts (true) or stops recording a KernelTiming for every launch, copy, memset and timed
+  /// region. Switching on discards records not yet taken; switching off keeps them for
+  /// take_kernel_timings(). Off, each call pays one branch.
+  virtual void set_kernel_timing(bool on) = 0;
+  bool kernel_timing() const { return timing_; }
+  /// The records made since timing was switched on or last taken, in issue order (the CUDA
+  /// backend waits for each to complete and reads its events); empties the list.
+  virtual std::vector<KernelTiming> take_kernel_timings() = 0;
+  /// Gives @p label to the records made since the previous call, or since timing was switched on
+  /// or last taken (an engine's phase markers come at the end of a phase). A no-op while timing
+  /// is off.
+  virtual void end_timing_phase(const std::string& label) = 0;
+  /// Appended, after a space, to the name of the next record only (the next launch, copy, memset
+  /// or region): what the kernel name does not say (GenericKernels::gemm gives the GEMM's
+  /// shape, so the linears of a layer can be told apart). Ignored while timing is off.
+  void set_timing_detail(std::string_view detail) {
+    if (timing_) timing_detail_.assign(detail);
+  }
+  /// Brackets device work issued on @p stream outside launch() (cuBLAS GEMMs) as one record named
+  /// @p name: begin before issuing it, end with the returned mark after. Call only while
+  /// kernel_timing() is on; a region that is never ended is not recorded.
+  virtual std::size_t begin_timed_region(std::string_view name, Stream stream) = 0;
+  virtual void end_timed_region(std::size_t mark, Stream stream) = 0;
+
+ protected:
+  // Here rather than behind a virtual call, so that a launch with timing off tests one member.
+  bool timing_ = false;
+  std::string timing_detail_;  // set_timing_detail's, until the next record takes it
 };
 
 /// The CUDA backend on device @p ordinal (its primary context made current on this thread);

@@ -2,20 +2,25 @@
 //
 // The CUDA backend of device_backend.h: driver API through cuda_driver.h (resolved at run time),
 // NVRTC modules through nvrtc_module.h (compiled for the device's architecture, cached on disk).
+// Kernel timing: record i of the log is bracketed by events 2i and 2i+1 of a pool that grows to
+// the largest number of records between two takes and is then reused, so a warm profiled step
+// creates no events; the elapsed times are read when the records are taken.
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
 #include "clebsch/cuda/device/cuda_driver.h"
 #include "clebsch/cuda/device/device_backend.h"
-#include "clebsch/support/error.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
 namespace {
 
 class CudaModule final : public DeviceModule {
  public:
-  CudaModule(Cubin cubin, const std::vector<KernelSpec>& specs) : module_(std::move(cubin), names(specs)) {
+  CudaModule(Cubin cubin, const std::vector<KernelSpec>& specs)
+      : module_(std::move(cubin), names(specs)) {
     for (const KernelSpec& s : specs) {
       DeviceKernel k;
       k.handle = module_.function(s.name);
@@ -95,6 +100,11 @@ class CudaBackend final : public DeviceBackend {
             std::to_string(limits_.sm_major) + std::to_string(limits_.sm_minor) + ")";
   }
 
+  ~CudaBackend() override {
+    // The context may already be gone at exit: errors are ignored.
+    for (CUevent e : events_) driver().EventDestroy(e);
+  }
+
   std::string name() const override { return name_; }
   bool emulated() const override { return false; }
   BackendLimits limits() const override { return limits_; }
@@ -104,26 +114,35 @@ class CudaBackend final : public DeviceBackend {
     if (bytes == 0) return nullptr;
     CUdeviceptr p = 0;
     const CUresult r = driver().MemAlloc(&p, bytes);
-    if (r != CUDA_SUCCESS)
-      check(r, ("cuMemAlloc(" + std::to_string(bytes) + " bytes)").c_str());
+    if (r != CUDA_SUCCESS) check(r, ("cuMemAlloc(" + std::to_string(bytes) + " bytes)").c_str());
     return reinterpret_cast<void*>(p);
   }
   void free(void* ptr) noexcept override {
     if (ptr) driver().MemFree(dptr(ptr));
   }
   void upload(void* dst, const void* src, std::size_t bytes, Stream s) override {
-    if (bytes) CLEBSCH_CU_CHECK(MemcpyHtoDAsync(dptr(dst), src, bytes, cu(s)));
+    if (!bytes) return;
+    auto work = [&] { CLEBSCH_CU_CHECK(MemcpyHtoDAsync(dptr(dst), src, bytes, cu(s))); };
+    timing_ ? timed("copy H2D", {}, bytes, s, work) : work();
   }
   void download(void* dst, const void* src, std::size_t bytes, Stream s) override {
-    if (bytes) CLEBSCH_CU_CHECK(MemcpyDtoHAsync(dst, dptr(src), bytes, cu(s)));
+    if (bytes) {
+      auto work = [&] { CLEBSCH_CU_CHECK(MemcpyDtoHAsync(dst, dptr(src), bytes, cu(s))); };
+      timing_ ? timed("copy D2H", {}, bytes, s, work) : work();
+    }
     CLEBSCH_CU_CHECK(StreamSynchronize(cu(s)));
   }
   void copy(void* dst, const void* src, std::size_t bytes, Stream s) override {
-    if (bytes) CLEBSCH_CU_CHECK(MemcpyDtoDAsync(dptr(dst), dptr(src), bytes, cu(s)));
+    if (!bytes) return;
+    auto work = [&] { CLEBSCH_CU_CHECK(MemcpyDtoDAsync(dptr(dst), dptr(src), bytes, cu(s))); };
+    timing_ ? timed("copy D2D", {}, bytes, s, work) : work();
   }
   void memset(void* dst, int byte, std::size_t bytes, Stream s) override {
-    if (bytes)
+    if (!bytes) return;
+    auto work = [&] {
       CLEBSCH_CU_CHECK(MemsetD8Async(dptr(dst), static_cast<unsigned char>(byte), bytes, cu(s)));
+    };
+    timing_ ? timed("memset", {}, bytes, s, work) : work();
   }
   void synchronize(Stream s) override { CLEBSCH_CU_CHECK(StreamSynchronize(cu(s))); }
 
@@ -137,12 +156,73 @@ class CudaBackend final : public DeviceBackend {
               std::size_t) override {
     if (d.grid_x == 0 || d.grid_y == 0 || d.grid_z == 0) return;
     void* params[] = {const_cast<void*>(args)};
-    CLEBSCH_CU_CHECK(LaunchKernel(static_cast<CUfunction>(k.handle), d.grid_x, d.grid_y,
-                                  d.grid_z, d.threads, 1, 1, d.shared_bytes, cu(s), params,
-                                  nullptr));
+    auto work = [&] {
+      CLEBSCH_CU_CHECK(LaunchKernel(static_cast<CUfunction>(k.handle), d.grid_x, d.grid_y, d.grid_z,
+                                    d.threads, 1, 1, d.shared_bytes, cu(s), params, nullptr));
+    };
+    if (!timing_) return work();
+    timed(k.name, {d.grid_x, d.grid_y, d.grid_z, d.threads, d.shared_bytes}, 0, s, work);
+  }
+
+  void set_kernel_timing(bool on) override {
+    if (on && !timing_) log_.clear();
+    timing_ = on;
+    timing_detail_.clear();
+  }
+  std::vector<KernelTiming> take_kernel_timings() override {
+    current();
+    return log_.take([&](std::size_t i) {
+      CUevent start = events_[2 * i], end = events_[2 * i + 1];
+      CLEBSCH_CU_CHECK(EventSynchronize(end));
+      float ms = 0;
+      CLEBSCH_CU_CHECK(EventElapsedTime(&ms, start, end));
+      return double(ms) * 1e-3;
+    });
+  }
+  void end_timing_phase(const std::string& label) override {
+    if (timing_) log_.end_phase(label);
+  }
+  std::size_t begin_timed_region(std::string_view name, Stream s) override {
+    const std::size_t i = open_record(name, {0, 0, 0, 0, 0}, 0);
+    CLEBSCH_CU_CHECK(EventRecord(events_[2 * i], cu(s)));
+    return i;
+  }
+  void end_timed_region(std::size_t mark, Stream s) override {
+    if (mark >= log_.size() || log_.closed(mark)) return;
+    CLEBSCH_CU_CHECK(EventRecord(events_[2 * mark + 1], cu(s)));
+    log_.close(mark);
   }
 
  private:
+  // A record (taking set_timing_detail's detail) and its two events (the pool grown when short).
+  std::size_t open_record(std::string_view name, const unsigned (&dims)[5], std::size_t bytes) {
+    const std::size_t i = log_.add(name, timing_detail_, dims, bytes);
+    timing_detail_.clear();
+    if (events_.size() < 2 * (i + 1)) {
+      current();
+      // Doubling: a first profiled step grows the pool O(log n) times, later ones never.
+      const std::size_t want = std::max({std::size_t(64), 2 * events_.size(), 2 * (i + 1)});
+      while (events_.size() < want) {
+        CUevent e = nullptr;
+        CLEBSCH_CU_CHECK(EventCreate(&e, CU_EVENT_DEFAULT));
+        events_.push_back(e);
+      }
+    }
+    return i;
+  }
+  // Runs @p work between the events of a new record; a record whose work throws stays open and
+  // is not taken.
+  template <class F>
+  void timed(std::string_view name, const unsigned (&dims)[5], std::size_t bytes, Stream s,
+             F&& work) {
+    const std::size_t i = open_record(name, dims, bytes);
+    CLEBSCH_CU_CHECK(EventRecord(events_[2 * i], cu(s)));
+    work();
+    CLEBSCH_CU_CHECK(EventRecord(events_[2 * i + 1], cu(s)));
+    log_.close(i);
+  }
+  KernelTimingLog log_;
+  std::vector<CUevent> events_;
   // Callers may have switched contexts (another library on this thread): make ours current.
   void current() {
     CUcontext c = nullptr;

@@ -4,10 +4,12 @@
 // and followed by one launch trampoline per kernel, is compiled by the host compiler into a
 // shared object (kept in a cache directory under a hash of everything that went into it, so a
 // test process compiles each module once per source) and loaded with dlopen. Memory is host
-// memory (malloc); copies are memcpy; launches run to completion before returning.
+// memory (malloc); copies are memcpy; launches run to completion before returning. Kernel timing
+// is wall-clock time around each call, which is its whole run here.
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,10 +19,10 @@
 #include <random>
 #include <sstream>
 
+#include "clebsch/cuda/device/content_hash.h"
 #include "clebsch/cuda/device/device_backend.h"
 #include "clebsch/support/error.h"
 #include "kernel_templates.h"
-#include "clebsch/cuda/device/content_hash.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -32,6 +34,10 @@ struct EmuLaunch {
   unsigned grid_x, grid_y, grid_z, threads, shared_bytes;
 };
 using Trampoline = void (*)(const void*, const EmuLaunch*);
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -83,10 +89,11 @@ class EmulatedBackend final : public DeviceBackend {
     }
     if (o_.cache_dir.empty()) {
       const char* env = std::getenv("CLEBSCH_EMULATION_CACHE");
-      o_.cache_dir = env && *env ? std::string(env)
-                                 : (fs::temp_directory_path() /
-                                    ("clebsch-emulated-" + std::to_string(::getuid())))
-                                       .string();
+      o_.cache_dir =
+          env && *env
+              ? std::string(env)
+              : (fs::temp_directory_path() / ("clebsch-emulated-" + std::to_string(::getuid())))
+                    .string();
     }
   }
   std::string name() const override { return "emulated"; }
@@ -115,16 +122,24 @@ class EmulatedBackend final : public DeviceBackend {
   }
   void free(void* ptr) noexcept override { std::free(ptr); }
   void upload(void* dst, const void* src, std::size_t n, Stream) override {
-    if (n) std::memcpy(dst, src, n);
+    if (!n) return;
+    if (timing_) return timed("copy H2D", {}, n, [&] { std::memcpy(dst, src, n); });
+    std::memcpy(dst, src, n);
   }
   void download(void* dst, const void* src, std::size_t n, Stream) override {
-    if (n) std::memcpy(dst, src, n);
+    if (!n) return;
+    if (timing_) return timed("copy D2H", {}, n, [&] { std::memcpy(dst, src, n); });
+    std::memcpy(dst, src, n);
   }
   void copy(void* dst, const void* src, std::size_t n, Stream) override {
-    if (n) std::memmove(dst, src, n);
+    if (!n) return;
+    if (timing_) return timed("copy D2D", {}, n, [&] { std::memmove(dst, src, n); });
+    std::memmove(dst, src, n);
   }
   void memset(void* dst, int byte, std::size_t n, Stream) override {
-    if (n) std::memset(dst, byte, n);
+    if (!n) return;
+    if (timing_) return timed("memset", {}, n, [&] { std::memset(dst, byte, n); });
+    std::memset(dst, byte, n);
   }
   void synchronize(Stream) override {}
 
@@ -180,10 +195,43 @@ class EmulatedBackend final : public DeviceBackend {
               std::size_t) override {
     if (d.grid_x == 0 || d.grid_y == 0 || d.grid_z == 0) return;
     const EmuLaunch l{d.grid_x, d.grid_y, d.grid_z, d.threads, d.shared_bytes};
+    if (timing_)
+      return timed(k.name, {d.grid_x, d.grid_y, d.grid_z, d.threads, d.shared_bytes}, 0,
+                   [&] { reinterpret_cast<Trampoline>(k.handle)(args, &l); });
     reinterpret_cast<Trampoline>(k.handle)(args, &l);
   }
 
+  void set_kernel_timing(bool on) override {
+    if (on && !timing_) log_.clear();
+    timing_ = on;
+    timing_detail_.clear();
+  }
+  std::vector<KernelTiming> take_kernel_timings() override { return log_.take(); }
+  void end_timing_phase(const std::string& label) override {
+    if (timing_) log_.end_phase(label);
+  }
+  std::size_t begin_timed_region(std::string_view name, Stream) override {
+    const std::size_t i = log_.add(name, timing_detail_, {0, 0, 0, 0, 0}, 0);
+    timing_detail_.clear();
+    log_.start(i) = now_seconds();
+    return i;
+  }
+  void end_timed_region(std::size_t mark, Stream) override {
+    if (mark < log_.size() && !log_.closed(mark))
+      log_.close(mark, now_seconds() - log_.start(mark));
+  }
+
  private:
+  // Runs @p work as one record (dropped, open, if it throws).
+  template <class F>
+  void timed(std::string_view name, const unsigned (&dims)[5], std::size_t bytes, F&& work) {
+    const std::size_t i = log_.add(name, timing_detail_, dims, bytes);
+    timing_detail_.clear();
+    const double t0 = now_seconds();
+    work();
+    log_.close(i, now_seconds() - t0);
+  }
+  KernelTimingLog log_;
   EmulationOptions o_;
   std::string compiler_identity_;
 };

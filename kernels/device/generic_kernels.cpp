@@ -4,6 +4,8 @@
 #include "clebsch/cuda/device/generic_kernels.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string_view>
 
 #include "kernel_templates.h"
 
@@ -11,6 +13,18 @@ namespace clebsch::cuda {
 namespace {
 
 const char* suffix(DType t) { return t == DType::kFloat32 ? "f32" : "f64"; }
+
+// A GEMM's detail in its kernel-timing record (DeviceBackend::set_timing_detail): "MxNxK" (the
+// row-major C[m][n] = A[m][k] B[k][n]), then " x<batch>" when batched, " gather" with row
+// gathers, " select" with per-row weights: what tells the linears of a layer apart. Written
+// into @p buf, so that a timed step allocates nothing for it.
+std::string_view gemm_detail(const GemmArgs& a, char (&buf)[96]) {
+  char batch[24] = "";
+  if (a.batch != 1) std::snprintf(batch, sizeof batch, " x%lld", a.batch);
+  const int n = std::snprintf(buf, sizeof buf, "%lldx%lldx%lld%s%s%s", a.m, a.n, a.k, batch,
+                              a.a_rows || a.c_rows ? " gather" : "", a.b_select ? " select" : "");
+  return std::string_view(buf, std::size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
+}
 
 }  // namespace
 
@@ -63,9 +77,22 @@ const DeviceKernel& GenericKernels::k2(const std::string& base, DType tx, DType 
 }
 
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
+  const bool timing = backend_.kernel_timing();
+  char detail[96];
   if (dense_)
-    if (const std::optional<CublasGemmPlan> p = plan_cublas_gemm(a)) return dense_->run(t, *p, s);
-  backend_.launch(k("gemm", t), grid_for(a.batch * a.m * a.n), s, a);
+    if (const std::optional<CublasGemmPlan> p = plan_cublas_gemm(a)) {
+      if (!timing) return dense_->run(t, *p, s);
+      // cuBLAS launches its own kernels, past launch(): bracketed here as one record.
+      backend_.set_timing_detail(gemm_detail(a, detail));
+      const std::size_t mark =
+          backend_.begin_timed_region(t == DType::kFloat32 ? "cublas sgemm" : "cublas dgemm", s);
+      dense_->run(t, *p, s);
+      return backend_.end_timed_region(mark, s);
+    }
+  const LaunchDims d = grid_for(a.batch * a.m * a.n);
+  // The detail goes to the launch's record; an empty grid launches nothing and records nothing.
+  if (timing && d.grid_x > 0) backend_.set_timing_detail(gemm_detail(a, detail));
+  backend_.launch(k("gemm", t), d, s, a);
 }
 void GenericKernels::fill(DType t, void* x, long long n, double value, Stream s) const {
   backend_.launch(k("fill", t), grid_for(n), s, FillArgs{x, n, value});

@@ -140,6 +140,7 @@ class MaceCuda final : public CudaEngine {
   ConvBuffers conv_buffers(const Layer<T>& Lp, std::size_t batch, const T* w) const;
   // Profiling (CudaEngineOptions::profile): ends the current phase.
   void phase(const std::string& name, Stream s) {
+    backend_->end_timing_phase(name);  // kernel timing's label (kernel_timing.h); no-op when off
     if (!profile_) return;
     backend_->synchronize(s);
     const auto now = std::chrono::steady_clock::now();
