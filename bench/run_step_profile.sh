@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+#
+# The kernel-level profile of the whole MACE step on a GPU host: bench_mace_model.py with
+# --kernel-profile (every kernel, copy and GEMM of one energy+forces call, by engine phase,
+# timed with events on its stream) for the MACE-MP-0-medium-sized model (89 species, random
+# weights) on fcc Cu of each size, CUDA engine, fp32 and fp64, then report_step_profile.py over
+# the results. Runs from a folder staged by bench/make_carry.sh, with the mace-torch wheels of
+# bench/WHEELS.md (mace-torch builds and checks the model):
+#   bench/run_step_profile.sh CARRY OUT [ATOMS ...]     (default: 10000)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+carry=${1:?usage: run_step_profile.sh CARRY OUT [ATOMS ...]}
+out=${2:?usage: run_step_profile.sh CARRY OUT [ATOMS ...]}
+shift 2
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(10000)
+source "$root/bench/device_env.sh" "$carry"
+source "$root/bench/setup_wheels.sh" "$root/.whl"
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt"
+for n in "${sizes[@]}"; do
+  mkdir -p "$out/$n"
+  PYTHONUNBUFFERED=1 PYTHONPATH=${MACE_PYTHONPATH:+$MACE_PYTHONPATH:}$root \
+    python3 "$root/bench/bench_mace_model.py" --binary "$carry/bench/bench_mace_model" \
+    --atoms "$n" --engines cuda --precisions fp32,fp64 --kernel-profile \
+    --out "$out/$n" --json "$out/$n/model.json" 2>&1 | tee "$out/$n/log.txt"
+done
+python3 "$root/bench/report_step_profile.py" "$out"/*/kernel_profile.json >"$out/profile.md"
+cat "$out/profile.md"
