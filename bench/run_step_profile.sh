@@ -16,7 +16,10 @@ shift 2
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(10000)
 source "$root/bench/device_env.sh" "$carry"
+# setup_wheels.sh is written for interactive shells (its look-ups may return non-zero).
+set +e +o pipefail
 source "$root/bench/setup_wheels.sh" "$root/.whl"
+set -eo pipefail
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt"
 for n in "${sizes[@]}"; do
