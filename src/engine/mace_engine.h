@@ -45,11 +45,9 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
-#include <string>
-#include <vector>
 
 #include "clebsch/engine/engine.h"
+#include "clebsch/engine/host_engine_pimpl.h"
 #include "clebsch/model/model.h"
 
 namespace clebsch {
@@ -76,29 +74,14 @@ class MaceEngine : public Engine {
   ///   mode or activation the engine does not support (e.g. a convolution that is not uvu).
   explicit MaceEngine(const model::Model& model, Precision precision = Precision::kFloat64,
                       const MaceEngineOptions& options = {});
-  ~MaceEngine() override;
-  MaceEngine(MaceEngine&&) noexcept;
-  MaceEngine& operator=(MaceEngine&&) noexcept;
 
-  const std::vector<std::string>& species() const override;
-  double r_max() const override;
-  double r_max(int species_a, int species_b) const override;
-  int num_layers() const override;
-  /// The widest row exchanged: the linear_up output width of layers 1..T-1 (0 with one layer).
-  int exchange_width() const override;
-  Precision precision() const;
-
-  /// See Engine::compute. Validates the whole graph before any arithmetic.
-  /// @throws Error naming the offending value: species out of range, an edge whose centre is not
-  ///   a local atom or whose neighbour is not a node, a non-finite vector, a vector shorter than
-  ///   kMinEdgeLength or not shorter than the cutoff of its species pair, ghosts without
-  ///   @p exchange.
-  void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
-
-  class Impl;
-
- private:
-  std::unique_ptr<Impl> impl_;
+  // The members of every host engine (host_engine_pimpl.h). exchange_width(): the widest row
+  // exchanged, the linear_up output width of layers 1..T-1 (0 with one layer). compute(): see
+  // Engine::compute; validates the whole graph before any arithmetic and throws Error naming the
+  // offending value: species out of range, an edge whose centre is not a local atom or whose
+  // neighbour is not a node, a non-finite vector, a vector shorter than kMinEdgeLength or not
+  // shorter than the cutoff of its species pair, ghosts without an exchange.
+  CLEBSCH_HOST_ENGINE_PIMPL(MaceEngine);
 };
 
 }  // namespace clebsch

@@ -14,7 +14,10 @@
 // Every coupling is the exported one (model::TensorProduct's descriptor carries the file's CG
 // tensors with the path weight folded in); nothing is recomputed. Spherical harmonics are e3nn's
 // (component normalisation, m = -l..l, y the polar axis), concatenated l = 0..lmax.
-// Internal header: used by mace_engine.cpp and its tests, not part of the public API.
+// Internal header: used by the MACE host engine (mace_engine*.cpp) and its tests, not part of the
+// public API. Built by mace_kernels_gemm.cpp (instruction sets, GEMM), mace_kernels_mlp.cpp
+// (activations, Mlp), mace_kernels_linear.cpp (NodeLinear, SpeciesLinear, layouts) and
+// mace_kernels_conv.cpp (ConvTp).
 #pragma once
 
 #include <cstddef>
@@ -22,10 +25,14 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/o3/irreps.h"
 #include "clebsch/model/model.h"
+#include "clebsch/o3/irreps.h"
 
 namespace clebsch::mace_detail {
+
+/// The least work (flops) worth an OpenMP parallel region: a fork/join costs microseconds, and
+/// far more on a loaded machine, where a descheduled thread holds the whole team at a barrier.
+inline constexpr double kParallelWork = 2e6;
 
 /// Instruction sets the hot kernels are compiled for; the best one the CPU supports is used.
 enum class Simd { kBaseline, kAvx2, kAvx512 };
@@ -54,7 +61,7 @@ class PackedMatrix {
 
  private:
   int K_ = 0, N_ = 0, nr_ = 0;
-  std::size_t pad_ = 0;           // elements skipped to reach 64-byte alignment
+  std::size_t pad_ = 0;  // elements skipped to reach 64-byte alignment
   std::vector<T> storage_;
 };
 

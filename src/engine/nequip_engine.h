@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "clebsch/engine/engine.h"
+#include "clebsch/engine/host_engine_pimpl.h"
 #include "clebsch/model/model.h"
 
 namespace clebsch {
@@ -44,29 +45,15 @@ class NequipEngine : public Engine {
   /// @throws Error naming the value when the model is not a NequIP model, or an op has a shape,
   ///   mode or activation the engine does not support (e.g. a convolution that is not uvu).
   NequipEngine(const model::Model& model, Precision precision = Precision::kFloat64);
-  ~NequipEngine() override;
-  NequipEngine(NequipEngine&&) noexcept;
-  NequipEngine& operator=(NequipEngine&&) noexcept;
 
-  const std::vector<std::string>& species() const override;
-  double r_max() const override;
-  double r_max(int species_a, int species_b) const override;
-  int num_layers() const override;
-  /// The widest feature row exchanged: the output width of every layer but the last (forward),
-  /// which is also the input width of the layer after it (reverse); 0 with one layer.
-  int exchange_width() const override;
-  Precision precision() const;
-
-  /// See Engine::compute. Validates the whole graph before any arithmetic.
-  /// @throws Error naming the offending value: species out of range, an edge whose centre is not
-  ///   a local atom or whose neighbour is not a node, a non-finite or zero-length vector, a
-  ///   vector longer than the cutoff of its species pair, ghosts without @p exchange.
-  void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
-
-  class Impl;
-
- private:
-  std::unique_ptr<Impl> impl_;
+  // The members of every host engine (host_engine_pimpl.h). exchange_width(): the widest feature
+  // row exchanged, the output width of every layer but the last (forward), which is also the
+  // input width of the layer after it (reverse); 0 with one layer. compute(): see
+  // Engine::compute; validates the whole graph before any arithmetic and throws Error naming the
+  // offending value: species out of range, an edge whose centre is not a local atom or whose
+  // neighbour is not a node, a non-finite or zero-length vector, a vector longer than the cutoff
+  // of its species pair, ghosts without an exchange.
+  CLEBSCH_HOST_ENGINE_PIMPL(NequipEngine);
 };
 
 }  // namespace clebsch
