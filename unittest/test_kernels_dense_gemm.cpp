@@ -1,17 +1,21 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The cuBLAS route of GenericKernels::gemm (kernels/device/dense_gemm.h, kernels/device/cublas_loader.h):
+// The cuBLAS route of GenericKernels::gemm (kernels/device/dense_gemm.h,
+// kernels/device/cublas_loader.h):
 //   - the loader fails cleanly (an error, no crash) when the library is missing or is not cuBLAS;
-//   - the routing rule: which GemmArgs become a cuBLAS call, and that the row-major ->
-//     column-major mapping is right, checked on the host by evaluating the planned column-major
-//     call against the GemmArgs definition (no GPU needed);
+//   - the routing rule: which GemmArgs become a cuBLAS call (plain dense GEMMs: one gemm; per-m
+//     batches of e3nn linear blocks: one gemmStridedBatched over the rows), and that the
+//     row-major -> column-major mapping is right, checked on the host by evaluating the planned
+//     column-major call against the GemmArgs definition (no GPU needed);
 //   - the emulated backend always uses the generic kernel;
 //   - on a GPU: the cuBLAS route against the generic kernel on random dense GEMMs of every layout
-//     the engines use (fp64 1e-12, fp32 1e-5 relative), beta = 0 never reading C, and
+//     the engines use and on random per-m linear blocks (l = 1..3, forward and backward, the
+//     MACE shapes; fp64 1e-12, fp32 1e-5 relative), beta = 0 never reading C, and
 //     CLEBSCH_NO_CUBLAS=1 forcing the generic kernel.
 // Suites are named GenericKernels* so the engine test filter picks them up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -19,6 +23,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "clebsch/cuda/device/cublas_loader.h"
 #include "clebsch/cuda/device/cuda_driver.h"
@@ -71,12 +77,30 @@ TEST(GenericKernelsCublasLoader, DefaultCandidatesResolveEverySymbolWhenPresent)
   EXPECT_NE(l.api.SetMathMode, nullptr);
   EXPECT_NE(l.api.Dgemm, nullptr);
   EXPECT_NE(l.api.Sgemm, nullptr);
+  EXPECT_NE(l.api.DgemmStridedBatched, nullptr);
+  EXPECT_NE(l.api.SgemmStridedBatched, nullptr);
 }
 
 // ---------------------------------------------------------------- GEMM cases
 
-// A GEMM of the engines' layouts: each operand row-major (unit column stride) or transposed
-// (unit row stride), with padded leading dimensions.
+// A GEMM on three buffers: GemmArgs with null pointers, and where each operand starts in its
+// buffer (elements), so that the same problem binds to host vectors and device arrays.
+struct Problem {
+  std::string name;
+  GemmArgs g;
+  long long off_a, off_b, off_c;
+  std::size_t size_a, size_b, size_c;
+};
+
+template <class T>
+GemmArgs bind(const Problem& p, const T* A, const T* B, T* C) {
+  GemmArgs g = p.g;
+  g.a = A + p.off_a, g.b = B + p.off_b, g.c = C + p.off_c;
+  return g;
+}
+
+// A plain GEMM of the engines' layouts: each operand row-major (unit column stride) or
+// transposed (unit row stride), with padded leading dimensions.
 struct Case {
   long long m, n, k;
   bool a_t, b_t, c_t;
@@ -84,69 +108,128 @@ struct Case {
   double alpha, beta;
 };
 
-struct Layout {
-  long long lda, a_col, ldb, b_col, ldc, c_col, size_a, size_b, size_c;
-};
-Layout layout(const Case& c) {
-  Layout l{};
-  if (!c.a_t) l.lda = c.k + c.pad, l.a_col = 1, l.size_a = c.m * l.lda;
-  else l.lda = 1, l.a_col = c.m + c.pad, l.size_a = c.k * l.a_col;
-  if (!c.b_t) l.ldb = c.n + c.pad, l.b_col = 1, l.size_b = c.k * l.ldb;
-  else l.ldb = 1, l.b_col = c.k + c.pad, l.size_b = c.n * l.b_col;
-  if (!c.c_t) l.ldc = c.n + c.pad, l.c_col = 1, l.size_c = c.m * l.ldc;
-  else l.ldc = 1, l.c_col = c.m + c.pad, l.size_c = c.n * l.c_col;
-  return l;
-}
-GemmArgs args(const Case& c, const void* A, const void* B, void* C) {
-  const Layout l = layout(c);
-  GemmArgs g{};
-  g.a = A, g.b = B, g.c = C;
+Problem problem(const Case& c) {
+  Problem p{};
+  GemmArgs& g = p.g;
   g.m = c.m, g.n = c.n, g.k = c.k, g.batch = 1;
-  g.lda = l.lda, g.a_col = l.a_col, g.ldb = l.ldb, g.b_col = l.b_col;
-  g.ldc = l.ldc, g.c_col = l.c_col;
+  if (!c.a_t)
+    g.lda = c.k + c.pad, g.a_col = 1, p.size_a = c.m * g.lda;
+  else
+    g.lda = 1, g.a_col = c.m + c.pad, p.size_a = c.k * g.a_col;
+  if (!c.b_t)
+    g.ldb = c.n + c.pad, g.b_col = 1, p.size_b = c.k * g.ldb;
+  else
+    g.ldb = 1, g.b_col = c.k + c.pad, p.size_b = c.n * g.b_col;
+  if (!c.c_t)
+    g.ldc = c.n + c.pad, g.c_col = 1, p.size_c = c.m * g.ldc;
+  else
+    g.ldc = 1, g.c_col = c.m + c.pad, p.size_c = c.n * g.c_col;
   g.alpha = c.alpha, g.beta = c.beta;
-  return g;
+  p.name = std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+           " a_t=" + std::to_string(c.a_t) + " b_t=" + std::to_string(c.b_t) +
+           " c_t=" + std::to_string(c.c_t) + " pad=" + std::to_string(c.pad) +
+           " beta=" + std::to_string(c.beta);
+  return p;
 }
 
-// The GemmArgs definition on the host (generic_kernels.cuh.in's clebsch_gemm, batch 1).
-std::vector<double> reference(const GemmArgs& g, const std::vector<double>& A,
+// One l > 0 block of an e3nn o3.Linear on mul_ir rows, built as DeviceLinear::run builds it:
+// batch = 2l+1 (the m index, unit stride), A's block of k*(2l+1) and C's of n*(2l+1) starting
+// at off_x / off_y in rows of x_extra / y_extra more elements (a block inside a wider row),
+// the weights W[mul_in][mul_out] shared by the batch. transpose: the backward g W^T.
+struct LinearCase {
+  long long rows;
+  int l;
+  long long mul_in, mul_out;
+  bool transpose;
+  long long off_x, x_extra, off_y, y_extra;
+  double beta;
+};
+
+Problem problem(const LinearCase& c) {
+  Problem p{};
+  GemmArgs& g = p.g;
+  const long long d = 2 * c.l + 1;
+  const long long k = c.transpose ? c.mul_out : c.mul_in, n = c.transpose ? c.mul_in : c.mul_out;
+  g.m = c.rows, g.n = n, g.k = k, g.batch = d;
+  g.a_batch = 1, g.c_batch = 1, g.b_batch = 0;
+  g.a_col = d, g.c_col = d;
+  g.lda = c.off_x + k * d + c.x_extra, g.ldc = c.off_y + n * d + c.y_extra;
+  if (!c.transpose)
+    g.ldb = c.mul_out, g.b_col = 1;
+  else
+    g.ldb = 1, g.b_col = c.mul_out;
+  g.alpha = 1.0, g.beta = c.beta;
+  p.off_a = c.off_x, p.off_b = 0, p.off_c = c.off_y;
+  p.size_a = c.rows * g.lda, p.size_b = c.mul_in * c.mul_out, p.size_c = c.rows * g.ldc;
+  p.name = "linear rows=" + std::to_string(c.rows) + " l=" + std::to_string(c.l) + " " +
+           std::to_string(c.mul_in) + "->" + std::to_string(c.mul_out) +
+           (c.transpose ? " backward" : " forward") + " lda=" + std::to_string(g.lda) +
+           " ldc=" + std::to_string(g.ldc) + " beta=" + std::to_string(c.beta);
+  return p;
+}
+
+// The elements of C that @p p writes (indices into its buffer).
+std::vector<long long> written(const Problem& p) {
+  const GemmArgs& g = p.g;
+  std::vector<long long> e;
+  for (long long b = 0; b < g.batch; ++b)
+    for (long long i = 0; i < g.m; ++i)
+      for (long long j = 0; j < g.n; ++j)
+        e.push_back(p.off_c + i * g.ldc + j * g.c_col + b * g.c_batch);
+  return e;
+}
+
+// The GemmArgs definition on the host (generic_kernels.cuh.in's clebsch_gemm; no gathers).
+std::vector<double> reference(const Problem& p, const std::vector<double>& A,
                               const std::vector<double>& B, std::vector<double> C) {
-  for (long long i = 0; i < g.m; ++i)
-    for (long long j = 0; j < g.n; ++j) {
-      long double acc = 0;
-      for (long long k = 0; k < g.k; ++k)
-        acc += (long double)A[i * g.lda + k * g.a_col] * B[k * g.ldb + j * g.b_col];
-      double& c = C[i * g.ldc + j * g.c_col];
-      c = g.alpha * double(acc) + (g.beta != 0 ? g.beta * c : 0.0);
-    }
+  const GemmArgs& g = p.g;
+  for (long long b = 0; b < g.batch; ++b)
+    for (long long i = 0; i < g.m; ++i)
+      for (long long j = 0; j < g.n; ++j) {
+        long double acc = 0;
+        for (long long k = 0; k < g.k; ++k)
+          acc += (long double)A.at(p.off_a + i * g.lda + k * g.a_col + b * g.a_batch) *
+                 B.at(p.off_b + k * g.ldb + j * g.b_col + b * g.b_batch);
+        double& c = C.at(p.off_c + i * g.ldc + j * g.c_col + b * g.c_batch);
+        c = g.alpha * double(acc) + (g.beta != 0 ? g.beta * c : 0.0);
+      }
   return C;
 }
 
-// A planned cuBLAS call evaluated on the host with cuBLAS's column-major definition.
+// A planned cuBLAS call evaluated on the host with cuBLAS's column-major definition (batch
+// entries at the plan's strides): @p C updated. @p C is the buffer the plan's C points into.
 std::vector<double> evaluate(const CublasGemmPlan& p, const std::vector<double>& A,
-                             const std::vector<double>& B, std::vector<double> C,
-                             const GemmArgs& g) {
-  // The plan's pointers are the GemmArgs' ones: map them back to the host vectors.
-  auto host = [&](const void* ptr) -> const std::vector<double>& {
-    if (ptr == g.a) return A;
-    if (ptr == g.b) return B;
-    throw std::runtime_error("plan operand is neither A nor B");
+                             const std::vector<double>& B, const std::vector<double>& C) {
+  // The plan's pointers point into A, B or C: map them back to (vector, offset).
+  auto host = [&](const void* ptr) -> std::pair<const std::vector<double>*, long long> {
+    const auto* q = static_cast<const double*>(ptr);
+    for (const std::vector<double>* v :
+         std::initializer_list<const std::vector<double>*>{&A, &B, &C})
+      if (q >= v->data() && q < v->data() + v->size()) return {v, q - v->data()};
+    throw std::runtime_error("plan operand outside A, B and C");
   };
-  const std::vector<double>& PA = host(p.a);
-  const std::vector<double>& PB = host(p.b);
-  EXPECT_EQ(p.c, g.c);
-  for (int i = 0; i < p.m; ++i)
-    for (int j = 0; j < p.n; ++j) {
-      long double acc = 0;
-      for (int l = 0; l < p.k; ++l) {
-        const double a = p.trans_a ? PA.at(l + (long long)i * p.lda) : PA.at(i + (long long)l * p.lda);
-        const double b = p.trans_b ? PB.at(j + (long long)l * p.ldb) : PB.at(l + (long long)j * p.ldb);
-        acc += (long double)a * b;
+  const auto [PA, oa] = host(p.a);
+  const auto [PB, ob] = host(p.b);
+  const auto [PC, oc] = host(p.c);
+  EXPECT_EQ(PC, &C);
+  EXPECT_GE(p.batch, 1);
+  std::vector<double> out = C;
+  for (long long bt = 0; bt < p.batch; ++bt)
+    for (int i = 0; i < p.m; ++i)
+      for (int j = 0; j < p.n; ++j) {
+        const long long a0 = oa + bt * p.stride_a, b0 = ob + bt * p.stride_b;
+        long double acc = 0;
+        for (int l = 0; l < p.k; ++l) {
+          const double a = p.trans_a ? PA->at(a0 + l + (long long)i * p.lda)
+                                     : PA->at(a0 + i + (long long)l * p.lda);
+          const double b = p.trans_b ? PB->at(b0 + j + (long long)l * p.ldb)
+                                     : PB->at(b0 + l + (long long)j * p.ldb);
+          acc += (long double)a * b;
+        }
+        const long long ci = oc + bt * p.stride_c + i + (long long)j * p.ldc;
+        out.at(ci) = p.alpha * double(acc) + (p.beta != 0 ? p.beta * C.at(ci) : 0.0);
       }
-      double& c = C.at(i + (long long)j * p.ldc);
-      c = p.alpha * double(acc) + (p.beta != 0 ? p.beta * c : 0.0);
-    }
-  return C;
+  return out;
 }
 
 std::vector<double> random_vector(std::size_t n, unsigned seed) {
@@ -167,9 +250,18 @@ double max_rel(const std::vector<double>& x, const std::vector<double>& ref) {
   return err / std::max(scale, 1e-300);
 }
 
+// The elements @p idx of @p v, as doubles.
+template <class V>
+std::vector<double> pick(const V& v, const std::vector<long long>& idx) {
+  std::vector<double> e;
+  e.reserve(idx.size());
+  for (long long i : idx) e.push_back(double(v[i]));
+  return e;
+}
+
 // Every layout combination, square-ish and MLP-shaped (rows >> widths; the radial MLP's
 // forward x W and backward g W^T), beta 0 and 1, with and without padding.
-std::vector<Case> cases(bool large) {
+std::vector<Problem> dense_problems(bool large) {
   std::vector<Case> out;
   const long long shapes[][3] = {{7, 5, 3}, {1, 9, 4}, {6, 1, 8}, {5, 4, 1}, {33, 17, 29}};
   for (auto& s : shapes)
@@ -178,36 +270,69 @@ std::vector<Case> cases(bool large) {
         out.push_back({s[0], s[1], s[2], bool(bits & 1), bool(bits & 2), bool(bits & 4),
                        (bits & 1) ? 2 : 0, 0.75, beta});
   if (large) {
-    out.push_back({50000, 64, 10, false, false, false, 0, 1.0, 0.0});   // MLP layer 0
-    out.push_back({50000, 64, 64, false, false, false, 0, 1.0, 0.0});   // MLP hidden
-    out.push_back({50000, 1536, 64, false, false, false, 0, 1.0, 0.0}); // MLP last
-    out.push_back({50000, 64, 1536, false, true, false, 0, 1.0, 0.0});  // backward g W^T
-    out.push_back({10000, 128, 128, false, false, false, 384, 1.0, 1.0}); // l=0 linear block
+    out.push_back({50000, 64, 10, false, false, false, 0, 1.0, 0.0});      // MLP layer 0
+    out.push_back({50000, 64, 64, false, false, false, 0, 1.0, 0.0});      // MLP hidden
+    out.push_back({50000, 1536, 64, false, false, false, 0, 1.0, 0.0});    // MLP last
+    out.push_back({50000, 64, 1536, false, true, false, 0, 1.0, 0.0});     // backward g W^T
+    out.push_back({10000, 128, 128, false, false, false, 384, 1.0, 1.0});  // l=0 linear block
   }
-  return out;
+  std::vector<Problem> p;
+  for (const Case& c : out) p.push_back(problem(c));
+  return p;
 }
 
-std::string name(const Case& c) {
-  return std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
-         " a_t=" + std::to_string(c.a_t) + " b_t=" + std::to_string(c.b_t) +
-         " c_t=" + std::to_string(c.c_t) + " pad=" + std::to_string(c.pad) +
-         " beta=" + std::to_string(c.beta);
+// The per-m linear blocks: l = 1, 2, 3, forward and backward, multiplicities of 1 (degenerate
+// dimensions) and more, whole rows and blocks inside wider rows, beta 0 and 1. large: the MACE
+// shapes (128x0e+128x1o+128x2e+128x3o rows, 10192 nodes) and a row count past 65535.
+std::vector<Problem> linear_problems(bool large) {
+  std::vector<LinearCase> out;
+  const long long muls[][2] = {{4, 6}, {1, 3}, {5, 1}, {8, 8}};
+  for (long long rows : {1LL, 7LL})
+    for (int l = 1; l <= 3; ++l)
+      for (auto& mu : muls)
+        for (bool tr : {false, true})
+          for (int wide = 0; wide < 2; ++wide)
+            for (double beta : {0.0, 1.0})
+              out.push_back({rows, l, mu[0], mu[1], tr, wide ? 3 : 0, wide ? 5 : 0, wide ? 7 : 0,
+                             wide ? 2 : 0, beta});
+  if (large) {
+    const long long width = 128 * 16, off[4] = {0, 128, 128 * 4, 128 * 9};
+    for (int l = 1; l <= 3; ++l)
+      for (bool tr : {false, true})
+        out.push_back({10192, l, 128, 128, tr, off[l], width - off[l] - 128 * (2 * l + 1), off[l],
+                       width - off[l] - 128 * (2 * l + 1), tr ? 1.0 : 0.0});
+    out.push_back({70000, 1, 16, 16, false, 0, 0, 0, 0, 0.0});
+    out.push_back({70000, 2, 16, 16, true, 0, 0, 0, 0, 1.0});
+  }
+  std::vector<Problem> p;
+  for (const LinearCase& c : out) p.push_back(problem(c));
+  return p;
 }
 
 // ---------------------------------------------------------------- routing rule (host only)
 
-TEST(GenericKernelsCublasRoute, PlanMatchesGemmDefinitionOnHost) {
-  for (const Case& c : cases(false)) {
-    SCOPED_TRACE(name(c));
-    const Layout l = layout(c);
-    const std::vector<double> A = random_vector(l.size_a, 1), B = random_vector(l.size_b, 2),
-                              C0 = random_vector(l.size_c, 3);
+// Every problem of @p ps gets a plan whose host evaluation is the GemmArgs definition, on the
+// written elements and on the rest of C (left alone).
+void expect_plans_match(const std::vector<Problem>& ps) {
+  for (const Problem& pr : ps) {
+    SCOPED_TRACE(pr.name);
+    const std::vector<double> A = random_vector(pr.size_a, 1), B = random_vector(pr.size_b, 2),
+                              C0 = random_vector(pr.size_c, 3);
     std::vector<double> C = C0;
-    const GemmArgs g = args(c, A.data(), B.data(), C.data());
+    const GemmArgs g = bind(pr, A.data(), B.data(), C.data());
     const std::optional<CublasGemmPlan> p = plan_cublas_gemm(g);
     ASSERT_TRUE(p.has_value());
-    EXPECT_LE(max_rel(evaluate(*p, A, B, C0, g), reference(g, A, B, C0)), 1e-14);
+    EXPECT_LE(max_rel(evaluate(*p, A, B, C), reference(pr, A, B, C0)), 1e-14);
+    if (::testing::Test::HasFailure()) return;
   }
+}
+
+TEST(GenericKernelsCublasRoute, PlanMatchesGemmDefinitionOnHost) {
+  expect_plans_match(dense_problems(false));
+}
+
+TEST(GenericKernelsCublasRoute, PerMLinearPlanMatchesGemmDefinitionOnHost) {
+  expect_plans_match(linear_problems(false));
 }
 
 TEST(GenericKernelsCublasRoute, DenseAndMlpBackwardMapToOneCall) {
@@ -226,6 +351,7 @@ TEST(GenericKernelsCublasRoute, DenseAndMlpBackwardMapToOneCall) {
   EXPECT_EQ(p->lda, 64);
   EXPECT_EQ(p->ldb, 10);
   EXPECT_EQ(p->ldc, 64);
+  EXPECT_EQ(p->batch, 1);
   // DeviceMlp::backward: gx = g W^T with B(k, j) = W[j][k] (ldb = 1, b_col = h_out).
   GemmArgs bw = GenericKernels::dense(&A, &B, &C, 1000, 10, 64);
   bw.ldb = 1, bw.b_col = 64;
@@ -234,6 +360,55 @@ TEST(GenericKernelsCublasRoute, DenseAndMlpBackwardMapToOneCall) {
   EXPECT_TRUE(p->trans_a);
   EXPECT_FALSE(p->trans_b);
   EXPECT_EQ(p->lda, 64);
+  EXPECT_EQ(p->batch, 1);
+}
+
+TEST(GenericKernelsCublasRoute, PerMLinearMapsToOneStridedBatchedCallOverRows) {
+  // The l = 2 block of 128x0e+128x1o+128x2e+128x3o rows (forward: 128 -> 96).
+  std::vector<double> X(10 * 2048), W(128 * 96), Y(10 * 1600);
+  Problem pr = problem(LinearCase{10, 2, 128, 96, false, 512, 896, 384, 736, 0.0});
+  ASSERT_EQ(pr.g.lda, 2048);
+  ASSERT_EQ(pr.g.ldc, 1600);
+  auto p = plan_cublas_gemm(bind(pr, X.data(), W.data(), Y.data()));
+  ASSERT_TRUE(p);
+  // Per row i: C_i (5 x 96, ld 5) = X_i (5 x 128, ld 5) W, X_i and C_i a row apart.
+  EXPECT_EQ(p->batch, 10);
+  EXPECT_EQ(p->m, 5);
+  EXPECT_EQ(p->n, 96);
+  EXPECT_EQ(p->k, 128);
+  EXPECT_EQ(p->a, X.data() + 512);
+  EXPECT_FALSE(p->trans_a);
+  EXPECT_EQ(p->lda, 5);
+  EXPECT_EQ(p->stride_a, 2048);
+  EXPECT_EQ(p->b, W.data());  // W[u][w] column-major is W^T (96 x 128, ld 96): transposed
+  EXPECT_TRUE(p->trans_b);
+  EXPECT_EQ(p->ldb, 96);
+  EXPECT_EQ(p->stride_b, 0);
+  EXPECT_EQ(p->c, Y.data() + 384);
+  EXPECT_EQ(p->ldc, 5);
+  EXPECT_EQ(p->stride_c, 1600);
+  // Backward (gX = gY W^T): W is already W^T's transpose, no transposes.
+  std::vector<double> gY(10 * 1600), gX(10 * 2048);
+  pr = problem(LinearCase{10, 2, 128, 96, true, 384, 736, 512, 896, 1.0});
+  p = plan_cublas_gemm(bind(pr, gY.data(), W.data(), gX.data()));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->batch, 10);
+  EXPECT_EQ(p->m, 5);
+  EXPECT_EQ(p->n, 128);
+  EXPECT_EQ(p->k, 96);
+  EXPECT_EQ(p->a, gY.data() + 384);
+  EXPECT_FALSE(p->trans_a);
+  EXPECT_EQ(p->stride_a, 1600);
+  EXPECT_FALSE(p->trans_b);
+  EXPECT_EQ(p->ldb, 96);
+  EXPECT_EQ(p->stride_c, 2048);
+  EXPECT_EQ(p->beta, 1.0);
+  // A single row: one plain call.
+  pr = problem(LinearCase{1, 3, 4, 4, false, 0, 0, 0, 0, 0.0});
+  p = plan_cublas_gemm(bind(pr, X.data(), W.data(), Y.data()));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->batch, 1);
+  EXPECT_EQ(p->m, 7);
 }
 
 TEST(GenericKernelsCublasRoute, GathersSelectionBatchesAndStridedBlocksStayGeneric) {
@@ -247,11 +422,13 @@ TEST(GenericKernelsCublasRoute, GathersSelectionBatchesAndStridedBlocksStayGener
   EXPECT_FALSE(plan_cublas_gemm(g));
   g = base, g.b_select = &idx, g.b_select_stride = 64;  // species-selected linear
   EXPECT_FALSE(plan_cublas_gemm(g));
+  // A batch over overlapping rows (batch stride 1 along a unit column stride): no matrix.
   g = base, g.batch = 3, g.a_batch = 1, g.c_batch = 1;
   EXPECT_FALSE(plan_cublas_gemm(g));
   g = base, g.k = 0;  // DeviceLinear's block zeroing
   EXPECT_FALSE(plan_cublas_gemm(g));
-  // An l = 1 block of an e3nn linear in mul_ir rows: neither stride of A or C is 1.
+  // An l = 1 block of an e3nn linear in mul_ir rows without its batch: neither stride of A or C
+  // is 1.
   g = base, g.lda = 3 * 8 + 5, g.a_col = 3, g.ldc = 3 * 8 + 7, g.c_col = 3;
   EXPECT_FALSE(plan_cublas_gemm(g));
   // Leading dimension below the width (overlapping rows): cuBLAS would reject it.
@@ -260,6 +437,34 @@ TEST(GenericKernelsCublasRoute, GathersSelectionBatchesAndStridedBlocksStayGener
   g = base, g.m = 3'000'000'000LL;  // beyond cuBLAS's int
   EXPECT_FALSE(plan_cublas_gemm(g));
   EXPECT_TRUE(plan_cublas_gemm(base));
+
+  // The per-m batch of an l = 1 block takes the batched route, and stays generic with:
+  std::vector<double> X(7 * 40), W(64), Y(7 * 40);
+  const GemmArgs lin =
+      bind(problem(LinearCase{7, 1, 8, 8, false, 0, 16, 0, 16, 0.0}), X.data(), W.data(), Y.data());
+  ASSERT_TRUE(plan_cublas_gemm(lin));
+  g = lin, g.a_rows = &idx;  // a row gather
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.c_rows = &idx;  // a row scatter
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.b_select = &idx, g.b_select_stride = 64;  // species weights (NequIP self-connection)
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.b_batch = 64;  // weights changing with m
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.k = 0;
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  // No unit stride in m (every other m of a twice wider block, in A or in C).
+  g = lin, g.a_batch = 2, g.a_col = 6;
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.c_batch = 2, g.c_col = 6;
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  // m's stride equal to the multiplicity stride (overlapping elements) is no matrix either.
+  g = lin, g.a_col = 1;
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.lda = -40;  // rows running backwards
+  EXPECT_FALSE(plan_cublas_gemm(g));
+  g = lin, g.m = 3'000'000'000LL;  // a batch count beyond cuBLAS's int
+  EXPECT_FALSE(plan_cublas_gemm(g));
 }
 
 // ---------------------------------------------------------------- on a backend
@@ -293,15 +498,19 @@ TEST_P(GenericKernelsCublas, RouteDecision) {
 }
 
 template <class T>
-void compare_routes(DeviceBackend& be, double tol) {
+void compare_routes(DeviceBackend& be, const std::vector<Problem>& problems, double tol) {
   GenericKernels routed(be);
   GenericKernels generic(be, GenericKernels::GemmRoute::kGeneric);
-  const bool large = !be.emulated();
-  for (const Case& c : cases(large)) {
-    SCOPED_TRACE(name(c));
-    const Layout l = layout(c);
-    const std::vector<double> A = random_vector(l.size_a, 11), B = random_vector(l.size_b, 12),
-                              C0 = random_vector(l.size_c, 13);
+  for (const Problem& pr : problems) {
+    SCOPED_TRACE(pr.name);
+    // On a GPU every problem here must take the cuBLAS route (else this compares nothing).
+    if (routed.uses_cublas()) {
+      double h = 0;
+      const GemmArgs hg = bind(pr, &h, &h, &h);
+      EXPECT_TRUE(plan_cublas_gemm(hg)) << "stays on the generic kernel";
+    }
+    const std::vector<double> A = random_vector(pr.size_a, 11), B = random_vector(pr.size_b, 12),
+                              C0 = random_vector(pr.size_c, 13);
     auto up = [&](const std::vector<double>& v) {
       DeviceArray<T> d(be);
       d.upload(std::vector<T>(v.begin(), v.end()));
@@ -309,23 +518,16 @@ void compare_routes(DeviceBackend& be, double tol) {
     };
     DeviceArray<T> dA = up(A), dB = up(B), c_routed = up(C0), c_generic = up(C0);
     // beta = 0 must not read C: poison it (NaN) in the routed run.
-    if (c.beta == 0) c_routed.poison();
-    routed.gemm(dtype_of<T>(), args(c, dA.data(), dB.data(), c_routed.data()), nullptr);
-    generic.gemm(dtype_of<T>(), args(c, dA.data(), dB.data(), c_generic.data()), nullptr);
+    if (pr.g.beta == 0) c_routed.poison();
+    routed.gemm(dtype_of<T>(), bind(pr, dA.data(), dB.data(), c_routed.data()), nullptr);
+    generic.gemm(dtype_of<T>(), bind(pr, dA.data(), dB.data(), c_generic.data()), nullptr);
     const std::vector<T> r = c_routed.download(), gen = c_generic.download();
-    // The m x n elements of C only (the padding of a poisoned C stays NaN).
-    const Layout lay = layout(c);
-    auto elements = [&](const auto& v) {
-      std::vector<double> e;
-      for (long long i = 0; i < c.m; ++i)
-        for (long long j = 0; j < c.n; ++j) e.push_back(double(v[i * lay.ldc + j * lay.c_col]));
-      return e;
-    };
-    const std::vector<double> rd = elements(r), gd = elements(gen);
+    // The written elements of C only (the rest of a poisoned C stays NaN).
+    const std::vector<long long> idx = written(pr);
+    const std::vector<double> rd = pick(r, idx), gd = pick(gen, idx);
     EXPECT_LE(max_rel(rd, gd), tol) << "routed vs generic";
-    if (c.m * c.n * c.k <= 1'000'000) {  // the host reference of the large cases is too slow
-      const GemmArgs hg = args(c, A.data(), B.data(), nullptr);
-      const std::vector<double> ref = elements(reference(hg, A, B, C0));
+    if (pr.g.batch * pr.g.m * pr.g.n * pr.g.k <= 1'000'000) {  // the large ones: too slow here
+      const std::vector<double> ref = pick(reference(pr, A, B, C0), idx);
       EXPECT_LE(max_rel(gd, ref), tol) << "generic vs host";
       EXPECT_LE(max_rel(rd, ref), tol) << "routed vs host";
     }
@@ -333,8 +535,18 @@ void compare_routes(DeviceBackend& be, double tol) {
   }
 }
 
-TEST_P(GenericKernelsCublas, RandomDenseGemmsFp64) { compare_routes<double>(*backend_, 1e-12); }
-TEST_P(GenericKernelsCublas, RandomDenseGemmsFp32) { compare_routes<float>(*backend_, 1e-5); }
+TEST_P(GenericKernelsCublas, RandomDenseGemmsFp64) {
+  compare_routes<double>(*backend_, dense_problems(!backend_->emulated()), 1e-12);
+}
+TEST_P(GenericKernelsCublas, RandomDenseGemmsFp32) {
+  compare_routes<float>(*backend_, dense_problems(!backend_->emulated()), 1e-5);
+}
+TEST_P(GenericKernelsCublas, RandomPerMLinearGemmsFp64) {
+  compare_routes<double>(*backend_, linear_problems(!backend_->emulated()), 1e-12);
+}
+TEST_P(GenericKernelsCublas, RandomPerMLinearGemmsFp32) {
+  compare_routes<float>(*backend_, linear_problems(!backend_->emulated()), 1e-5);
+}
 
 INSTANTIATE_TEST_SUITE_P(Backends, GenericKernelsCublas, ::testing::Values("emulated", "cuda"),
                          [](const auto& info) { return info.param; });

@@ -16,7 +16,8 @@
 
 namespace clebsch::cuda {
 
-/// The cuBLAS entry points the dense GEMM route uses.
+/// The cuBLAS entry points the dense GEMM route uses. All are required: every cuBLAS since 8.0
+/// has them, so a library lacking one is refused as not cuBLAS (no partial route).
 struct CublasApi {
   decltype(&::cublasCreate_v2) Create = nullptr;
   decltype(&::cublasDestroy_v2) Destroy = nullptr;
@@ -24,6 +25,8 @@ struct CublasApi {
   decltype(&::cublasSetMathMode) SetMathMode = nullptr;
   decltype(&::cublasDgemm_v2) Dgemm = nullptr;
   decltype(&::cublasSgemm_v2) Sgemm = nullptr;
+  decltype(&::cublasDgemmStridedBatched) DgemmStridedBatched = nullptr;
+  decltype(&::cublasSgemmStridedBatched) SgemmStridedBatched = nullptr;
 };
 
 /// The outcome of one load attempt: @c error empty on success (@c api complete, @c path the file

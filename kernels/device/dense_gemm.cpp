@@ -42,11 +42,11 @@ bool no_cublas_requested() {
   return e && *e && std::strcmp(e, "0") != 0;
 }
 
-}  // namespace
-
-std::optional<CublasGemmPlan> plan_cublas_gemm(const GemmArgs& in) {
-  if (in.a_rows || in.c_rows || in.b_select || in.batch != 1) return std::nullopt;
-  if (in.m < 1 || in.n < 1 || in.k < 1 || !in.a || !in.b || !in.c) return std::nullopt;
+// The one-matrix mapping of plan_cublas_gemm for the m x n x k problem of @p in's strides (its
+// batch fields ignored), with @p stride_a / @p stride_b / @p stride_c the elements between batch
+// entries of in.a / in.b / in.c: they follow their operand when A and B trade places.
+std::optional<CublasGemmPlan> plan_matrix(const GemmArgs& in, long long stride_a,
+                                          long long stride_b, long long stride_c) {
   GemmArgs g = in;
   // C^T (n x m) must be a plain column-major matrix: unit column stride in C. With a unit row
   // stride instead, compute C^T = B^T A^T (swap A and B, m and n), whose C has unit column stride.
@@ -59,6 +59,7 @@ std::optional<CublasGemmPlan> plan_cublas_gemm(const GemmArgs& in) {
     t.b = g.a, t.ldb = g.a_col, t.b_col = g.lda;
     t.ldc = g.c_col, t.c_col = g.ldc;
     g = t;
+    std::swap(stride_a, stride_b);
     c = as_transposed(g.m, g.n, g.ldc, g.c_col);
     if (!c.ok || c.trans) return std::nullopt;
   }
@@ -71,10 +72,33 @@ std::optional<CublasGemmPlan> plan_cublas_gemm(const GemmArgs& in) {
   CublasGemmPlan p;
   p.trans_a = b.trans, p.trans_b = a.trans;
   p.m = static_cast<int>(g.n), p.n = static_cast<int>(g.m), p.k = static_cast<int>(g.k);
-  p.a = g.b, p.lda = static_cast<int>(b.ld);
-  p.b = g.a, p.ldb = static_cast<int>(a.ld);
-  p.c = g.c, p.ldc = static_cast<int>(c.ld);
+  p.a = g.b, p.lda = static_cast<int>(b.ld), p.stride_a = stride_b;
+  p.b = g.a, p.ldb = static_cast<int>(a.ld), p.stride_b = stride_a;
+  p.c = g.c, p.ldc = static_cast<int>(c.ld), p.stride_c = stride_c;
   p.alpha = g.alpha, p.beta = g.beta;
+  return p;
+}
+
+}  // namespace
+
+std::optional<CublasGemmPlan> plan_cublas_gemm(const GemmArgs& in) {
+  if (in.a_rows || in.c_rows || in.b_select || in.batch < 1) return std::nullopt;
+  if (in.m < 1 || in.n < 1 || in.k < 1 || !in.a || !in.b || !in.c) return std::nullopt;
+  if (in.batch == 1) return plan_matrix(in, 0, 0, 0);
+  // A batch (the m index of e3nn linear blocks): per row i, the small problem
+  // C_i(bt, j) = sum_k A_i(bt, k) B(k, j) with A_i(bt, k) = a[i lda + k a_col + bt a_batch],
+  // C_i(bt, j) = c[i ldc + j c_col + bt c_batch]: the batch index is its row index. B must be the
+  // same for every bt; the rows i become cuBLAS's batch, B shared between them.
+  if (in.b_batch != 0 || !fits_int(in.m)) return std::nullopt;
+  // A single row needs no stride. Negative row strides (never set by the engines) are left to
+  // the generic kernel rather than trusted to cuBLAS's batch arithmetic.
+  const bool one = in.m == 1;
+  if (!one && (in.lda < 0 || in.ldc < 0)) return std::nullopt;
+  GemmArgs row = in;
+  row.m = in.batch, row.batch = 1;
+  row.lda = in.a_batch, row.ldc = in.c_batch;
+  std::optional<CublasGemmPlan> p = plan_matrix(row, one ? 0 : in.lda, 0, one ? 0 : in.ldc);
+  if (p) p->batch = static_cast<int>(in.m);
   return p;
 }
 
@@ -120,16 +144,28 @@ void DenseGemm::run(DType t, const CublasGemmPlan& p, Stream s) const {
   // beta == 0: cuBLAS does not read C (as the generic kernel), so NaN-poisoned outputs are fine.
   if (t == DType::kFloat64) {
     const double alpha = p.alpha, beta = p.beta;
-    check(api.Dgemm(h, ta, tb, p.m, p.n, p.k, &alpha, static_cast<const double*>(p.a), p.lda,
-                    static_cast<const double*>(p.b), p.ldb, &beta, static_cast<double*>(p.c),
-                    p.ldc),
-          "cublasDgemm");
+    const auto* a = static_cast<const double*>(p.a);
+    const auto* b = static_cast<const double*>(p.b);
+    auto* c = static_cast<double*>(p.c);
+    if (p.batch == 1)
+      check(api.Dgemm(h, ta, tb, p.m, p.n, p.k, &alpha, a, p.lda, b, p.ldb, &beta, c, p.ldc),
+            "cublasDgemm");
+    else
+      check(api.DgemmStridedBatched(h, ta, tb, p.m, p.n, p.k, &alpha, a, p.lda, p.stride_a, b,
+                                    p.ldb, p.stride_b, &beta, c, p.ldc, p.stride_c, p.batch),
+            "cublasDgemmStridedBatched");
   } else {
     const float alpha = static_cast<float>(p.alpha), beta = static_cast<float>(p.beta);
-    check(api.Sgemm(h, ta, tb, p.m, p.n, p.k, &alpha, static_cast<const float*>(p.a), p.lda,
-                    static_cast<const float*>(p.b), p.ldb, &beta, static_cast<float*>(p.c),
-                    p.ldc),
-          "cublasSgemm");
+    const auto* a = static_cast<const float*>(p.a);
+    const auto* b = static_cast<const float*>(p.b);
+    auto* c = static_cast<float*>(p.c);
+    if (p.batch == 1)
+      check(api.Sgemm(h, ta, tb, p.m, p.n, p.k, &alpha, a, p.lda, b, p.ldb, &beta, c, p.ldc),
+            "cublasSgemm");
+    else
+      check(api.SgemmStridedBatched(h, ta, tb, p.m, p.n, p.k, &alpha, a, p.lda, p.stride_a, b,
+                                    p.ldb, p.stride_b, &beta, c, p.ldc, p.stride_c, p.batch),
+            "cublasSgemmStridedBatched");
   }
 }
 

@@ -82,10 +82,13 @@ void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
   if (dense_)
     if (const std::optional<CublasGemmPlan> p = plan_cublas_gemm(a)) {
       if (!timing) return dense_->run(t, *p, s);
-      // cuBLAS launches its own kernels, past launch(): bracketed here as one record.
+      // cuBLAS launches its own kernels, past launch(): bracketed here as one record, named after
+      // the call (gemm or gemmStridedBatched) with the GemmArgs shape as detail.
       backend_.set_timing_detail(gemm_detail(a, detail));
-      const std::size_t mark =
-          backend_.begin_timed_region(t == DType::kFloat32 ? "cublas sgemm" : "cublas dgemm", s);
+      const bool f32 = t == DType::kFloat32;
+      const char* what = p->batch == 1 ? (f32 ? "cublas sgemm" : "cublas dgemm")
+                                       : (f32 ? "cublas sgemm batched" : "cublas dgemm batched");
+      const std::size_t mark = backend_.begin_timed_region(what, s);
       dense_->run(t, *p, s);
       return backend_.end_timed_region(mark, s);
     }

@@ -11,18 +11,18 @@
 // arbitrary element strides (mul_ir blocks of e3nn linears), and keep libclebsch_cuda free of
 // load-time CUDA dependencies. It is one output element per thread, in the network precision
 // (float32 never goes through TF32, so the model-spec tolerances hold). On the CUDA backend,
-// gemm() sends plain dense GEMMs (radial MLPs, l = 0 blocks of linears) to cuBLAS, loaded at run
-// time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the kernel); the
-// engines see one GemmArgs interface either way.
+// gemm() sends plain dense GEMMs (radial MLPs, l = 0 blocks of linears) and the per-m batches of
+// l > 0 linear blocks to cuBLAS, loaded at run time (dense_gemm.h: the routing rule, and
+// CLEBSCH_NO_CUBLAS=1 to force the kernel); the engines see one GemmArgs interface either way.
 #pragma once
 
 #include <memory>
 
 #include "clebsch/cuda/device/dense_gemm.h"
-#include "clebsch/cuda/templates/device_args.h"
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/device_backend.h"
 #include "clebsch/cuda/device/dtype.h"
+#include "clebsch/cuda/templates/device_args.h"
 
 namespace clebsch::cuda {
 
@@ -49,7 +49,7 @@ std::vector<KernelSpec> generic_kernel_specs();
 /// Host entry points of the generic kernels. Every call is asynchronous on @p stream.
 class GenericKernels {
  public:
-  /// Which implementation gemm() may use for plain dense GEMMs.
+  /// Which implementation gemm() may use for the GEMMs cuBLAS can take (plan_cublas_gemm).
   enum class GemmRoute {
     kAuto,     ///< cuBLAS where DenseGemm::create gives one (CUDA backend, library loads)
     kGeneric,  ///< always the generic kernel (tests comparing the two routes)
@@ -61,7 +61,7 @@ class GenericKernels {
   /// cuBLAS when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
   /// generic kernel.
   void gemm(DType t, const GemmArgs& a, Stream s) const;
-  /// true when plain dense GEMMs go to cuBLAS; gemm_route() says why or why not.
+  /// true when the GEMMs cuBLAS can take go to it; gemm_route() says why or why not.
   bool uses_cublas() const { return dense_ != nullptr; }
   const std::string& gemm_route() const { return gemm_route_; }
   void fill(DType t, void* x, long long n, double value, Stream s) const;
