@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The per-op kernels of the NequIP host engine (nequip_engine.cpp), each converted once from its
+// The per-op kernels of the NequIP host engine (nequip_engine_impl.h), each converted once from its
 // model:: description to the network scalar S and evaluated per row (a node or an edge) or per
 // chunk of rows, forward and reverse mode. They are internal to the engine: the generic,
 // separately tested host ops (linear.h, tensor_product.h, convolution.h, gate.h) are the
@@ -136,9 +136,9 @@ struct ScaledAct {
 // ---------------------------------------------------------------------------------------------
 
 /// C[n][m] = A[n][k] B[k][m] (C overwritten), for the MLP chunks (n <= a few dozen rows, k and
-/// m up to a few hundred). Defined in nequip_engine.cpp: register-blocked, and on x86-64 with GCC
-/// compiled for AVX-512, AVX2 and the baseline, picked at load time (target_clones), since these
-/// products are most of the engine's arithmetic. Each C element is summed over k in order.
+/// m up to a few hundred). Defined in nequip_engine_kernels.cpp: register-blocked, and on x86-64
+/// with GCC compiled for AVX-512, AVX2 and the baseline, picked at load time (target_clones), since
+/// these products are most of the engine's arithmetic. Each C element is summed over k in order.
 void gemm_nn(int n, int k, int m, const double* A, const double* B, double* C);
 void gemm_nn(int n, int k, int m, const float* A, const float* B, float* C);
 
@@ -563,7 +563,7 @@ struct ConvPath {
 };
 
 /// The per-edge convolution kernels behind ConvTp::forward_edge / backward_edge (see there),
-/// defined in nequip_engine.cpp, where they are compiled per instruction set like gemm_nn.
+/// defined in nequip_engine_kernels.cpp, where they are compiled per instruction set like gemm_nn.
 void conv_forward_edge(const ConvPath<double>* paths, int num_paths, const double* x1t,
                        const double* y, const double* w, double* outt, double* scratch);
 void conv_forward_edge(const ConvPath<float>* paths, int num_paths, const float* x1t,
