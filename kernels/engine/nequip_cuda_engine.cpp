@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The NequIP engine on the device layer: the host engine's sequence (src/engine/nequip_engine.cpp) with
-// every step a device kernel. Per edge (internal order: edges sorted by centre, stable, as the
+// The NequIP engine on the device layer: the host engine's sequence (src/engine/nequip_engine.cpp)
+// with every step a device kernel. Per edge (internal order: edges sorted by centre, stable, as the
 // host engine sums them): the normalised length with its per-species-pair cutoff, the Bessel
 // basis times the polynomial cutoff times the global factor, the harmonics and the ZBL term in
 // the geometry precision (nequip_edge_geometry). Per layer: linear_1 (DeviceLinear) and the
@@ -30,6 +30,8 @@
 // else copies the index arrays to the host for both, and checks the geometry on the device (a
 // status word read back at the end); on any failure it copies the arrays and reruns the host
 // checks, so both entry points throw the host engine's message for the first offending value.
+// What the MACE engine does alike (host engine, backend, edge orderings and batches) is
+// CudaEngineBase's (cuda_engine_base.h).
 #include "clebsch/cuda/engine/nequip_cuda_engine.h"
 
 #include <algorithm>
@@ -39,21 +41,22 @@
 #include <utility>
 #include <vector>
 
-#include "clebsch/cuda/engine/conv_runner.h"
 #include "clebsch/cuda/device/device_array.h"
-#include "clebsch/cuda/nn/device_linear.h"
-#include "clebsch/cuda/nn/device_mlp.h"
+#include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/engine/conv_runner.h"
+#include "clebsch/cuda/engine/cuda_engine_base.h"
+#include "clebsch/cuda/engine/nequip_cuda_source.h"
+#include "clebsch/cuda/engine/nequip_device_ops.h"
 #include "clebsch/cuda/graph/edge_batch_budget.h"
 #include "clebsch/cuda/graph/edge_order_kernels.h"
 #include "clebsch/cuda/graph/edge_orderings.h"
 #include "clebsch/cuda/graph/ghost_staging.h"
-#include "clebsch/support/error.h"
-#include "clebsch/cuda/device/generic_kernels.h"
-#include "clebsch/cuda/engine/nequip_cuda_source.h"
+#include "clebsch/cuda/nn/device_linear.h"
+#include "clebsch/cuda/nn/device_mlp.h"
 #include "clebsch/cuda/templates/nequip_device_args.h"
-#include "clebsch/cuda/engine/nequip_device_ops.h"
 #include "clebsch/engine/nequip_engine.h"
 #include "clebsch/engine/nequip_graph_check.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -83,33 +86,22 @@ void size_at_least_one(A& a, std::size_t n) {
 }
 
 template <class T, class G>
-class NequipCuda final : public CudaEngine {
+class NequipCuda final : public CudaEngineBase<NequipEngine> {
  public:
   NequipCuda(const model::Model& model, Precision precision, const CudaEngineOptions& options);
-
-  const std::vector<std::string>& species() const override { return host_.species(); }
-  double r_max() const override { return host_.r_max(); }
-  double r_max(int a, int b) const override { return host_.r_max(a, b); }
-  int num_layers() const override { return host_.num_layers(); }
-  int exchange_width() const override { return host_.exchange_width(); }
-  DeviceBackend& backend() override { return *backend_; }
 
   void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
   void compute_device(const DeviceAtomGraph& graph, const DeviceResult& result,
                       GhostExchange* exchange, Stream stream) override;
 
  private:
-  void build_orderings(const int* center, const int* neighbor, Stream s);
-  // After either path built edges_: drops per-edge weights kept by an earlier one-batch call.
-  void batches_changed();
-  // Edges per batch of the weight stage for E edges (0: one batch).
-  std::size_t batch_edges(std::size_t E) const;
+  void drop_kept_weights() override;
   // The edge MLP's output for batch @p batch of layer @p Lk into @p w (the MLP keeps its
   // activations for the backward of those rows); returns w's data.
   const T* batch_weights(NqLayer<T>& Lk, std::size_t batch, DeviceArray<T>& w, Stream s);
   // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
-  void run(const int* d_species, const double* d_vector, double* atom_energy,
-           double* edge_gradient, GhostExchange* exchange, bool check_geometry, Stream s);
+  void run(const int* d_species, const double* d_vector, double* atom_energy, double* edge_gradient,
+           GhostExchange* exchange, bool check_geometry, Stream s);
   // Copies the vectors of a device graph that failed a check and reruns the host checks, which
   // throw the host engine's message (a device flag the host does not confirm, an edge within
   // rounding of its cutoff, is dropped: the host's rule decides).
@@ -119,12 +111,18 @@ class NequipCuda final : public CudaEngine {
   void forward_layer(int k, GhostExchange* exchange, Stream s);
   void backward_layer(int k, GhostExchange* exchange, Stream s);
   void node_norm(const NqLayer<T>& L, Stream s);
+  // y[r][0:cols] += x[r][0:cols] for r < rows (row strides ldx, ldy); y of type @p y_type.
+  void add_rows(const T* x, long long ldx, void* y, long long ldy, long long rows, long long cols,
+                DType y_type, Stream s) const {
+    AxpbyArgs a{};
+    a.x = x, a.y = y;
+    a.rows = rows, a.cols = cols, a.ldx = ldx, a.ldy = ldy;
+    a.alpha = 1.0, a.beta = 1.0;
+    gk_->axpby(dt_, y_type, a, s);
+  }
   ConvBuffers conv_buffers(const NqLayer<T>& L, std::size_t batch, const T* w) const;
 
-  NequipEngine host_;  // the model's checks and metadata (nothing on the hot path)
   NequipGraphLimits limits_;
-  std::shared_ptr<DeviceBackend> backend_;
-  std::unique_ptr<GenericKernels> gk_;
   std::unique_ptr<DeviceModule> module_;
   const DeviceKernel *k_geometry_ = nullptr, *k_gradient_ = nullptr, *k_gate_fwd_ = nullptr,
                      *k_gate_bwd_ = nullptr, *k_energy_ = nullptr;
@@ -138,14 +136,7 @@ class NequipCuda final : public CudaEngine {
   DeviceArray<T> type_embedding_, scale_, shift_;
 
   // --- per call ---
-  std::size_t N_ = 0, L_ = 0, E_ = 0;
-  const int* d_species_ = nullptr;
-  DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
-  std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
-  std::size_t edge_batch_option_ = 0;
-  EdgeBatchBudget budget_;    // weight-stage values per edge
-  bool keep_weights_ = true;  // one batch: W and MLP activations kept from forward to backward
-  DeviceArray<T> wb_;         // several batches: one batch's weights
+  DeviceArray<T> wb_;  // several batches: one batch's weights
   DeviceArray<int> species_buf_;
   DeviceArray<double> vector_buf_, atom_energy_, edge_grad_, d_r_max_pairs_;
   DeviceArray<unsigned long long> status_;
@@ -157,9 +148,7 @@ class NequipCuda final : public CudaEngine {
 template <class T, class G>
 NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
                              const CudaEngineOptions& options)
-    : host_(model, precision) {
-  backend_ = options.backend ? options.backend
-                             : std::shared_ptr<DeviceBackend>(make_cuda_backend(options.device));
+    : CudaEngineBase<NequipEngine>(model, precision, options, sizeof(T)) {
   DeviceBackend& b = *backend_;
   const model::Nequip& m = *model.nequip;
   S_ = model.num_species();
@@ -168,12 +157,10 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   emb_dim_ = m.embedding_dim;
   zbl_ = m.pair_potential.has_value();
   limits_ = {S_, model.r_max_pairs, host_.species()};
-  edges_.bind(b);
   species_buf_.bind(b);
   for (auto* a : {&vector_buf_, &atom_energy_, &edge_grad_, &d_r_max_pairs_}) a->bind(b);
   status_.bind(b);
   wb_.bind(b);
-  edge_batch_option_ = options.edge_batch;
   for (auto* a : {&Y_, &emb_, &h_, &h_next_, &node_c_, &message_, &e_net_, &seed_, &gh_, &gh_in_,
                   &gy_, &gm_, &gx_, &gsh_, &gw_, &gemb_, &type_embedding_, &scale_, &shift_})
     a->bind(b);
@@ -226,9 +213,8 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   shift_.upload(per_species(m.shifts));
   d_r_max_pairs_.upload(model.r_max_pairs);
 
-  module_ = b.load({"clebsch_nequip.cu", nequip_kernels_source(model, precision),
-                    nequip_kernel_specs()});
-  gk_ = std::make_unique<GenericKernels>(b);
+  module_ = load_modules(
+      {"clebsch_nequip.cu", nequip_kernels_source(model, precision), nequip_kernel_specs()});
   k_geometry_ = &module_->kernel("nequip_edge_geometry");
   k_gradient_ = &module_->kernel("nequip_edge_gradient");
   k_gate_fwd_ = &module_->kernel("nequip_gate_forward");
@@ -242,49 +228,24 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
 // ---------------------------------------------------------------------------------------------
 
 template <class T, class G>
-void NequipCuda<T, G>::build_orderings(const int* center, const int* neighbor, Stream s) {
-  // The host engine's edge order (by centre, stable), as its by_center sums.
-  const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor, batch_edges(E_));
-  edges_.upload(o, *backend_, s);
-  batches_changed();
+void NequipCuda<T, G>::drop_kept_weights() {
+  for (NqLayer<T>& Lk : layers_) Lk.W.release(), Lk.edge_mlp.release_scratch();
+  gw_.release(), gsh_.release(), gemb_.release();
 }
 
 template <class T, class G>
-void NequipCuda<T, G>::batches_changed() {
-  const bool keep = edges_.num_batches() == 1;
-  if (keep_weights_ && !keep) {
-    // Switching to batches: drop what a previous, smaller call kept for every edge.
-    for (NqLayer<T>& Lk : layers_) Lk.W.release(), Lk.edge_mlp.release_scratch();
-    gw_.release(), gsh_.release(), gemb_.release();
-  }
-  keep_weights_ = keep;
-}
-
-template <class T, class G>
-std::size_t NequipCuda<T, G>::batch_edges(std::size_t E) const {
-  return budget_.max_batch_edges(E, edge_batch_option_,
-                                 backend_->limits().memory_bytes / sizeof(T));
-}
-
-template <class T, class G>
-void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result,
-                               GhostExchange* exchange) {
+void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExchange* exchange) {
   check_nequip_graph(g, exchange != nullptr, limits_);
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   const Stream s = nullptr;
-  build_orderings(g.center, g.neighbor, s);
+  order_edges_on_host(g.center, g.neighbor, s);
   species_buf_.upload(g.species, N_, s);
   vector_buf_.upload(g.vector, 3 * E_, s);
   size_at_least_one(atom_energy_, L_);
   size_at_least_one(edge_grad_, 3 * E_);
   run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange,
       false, s);
-  result.atom_energy.resize(L_);
-  result.edge_gradient.resize(3 * E_);
-  backend_->download(result.atom_energy.data(), atom_energy_.data(), L_ * sizeof(double), s);
-  backend_->download(result.edge_gradient.data(), edge_grad_.data(), 3 * E_ * sizeof(double), s);
-  result.energy = 0;
-  for (double e : result.atom_energy) result.energy += e;
+  download_results(atom_energy_, edge_grad_, result, s);
 }
 
 template <class T, class G>
@@ -312,9 +273,8 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
   auto download_indices = [&] { host.download(*backend_, g, s); };
   auto check_indices_on_host = [&] {
     try {
-      const AtomGraph indices{g.num_local,         g.num_nodes,
-                              host.species.data(), g.num_edges,
-                              host.center.data(),  host.neighbor.data(),
+      const AtomGraph indices{g.num_local, g.num_nodes,        host.species.data(),
+                              g.num_edges, host.center.data(), host.neighbor.data(),
                               nullptr};
       check_nequip_graph(indices, exchange != nullptr, limits_, /*check_vectors=*/false);
     } catch (const Error&) {
@@ -328,14 +288,11 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
                          g.num_nodes <= static_cast<std::size_t>(INT32_MAX) &&
                          g.num_edges <= static_cast<std::size_t>(INT32_MAX) &&
                          (g.num_nodes == g.num_local || exchange);
-  if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
-  if (counts_ok && orderer_->build(edges_, L_, N_, E_, limits_.num_species, g.species, g.center,
-                                   g.neighbor, batch_edges(E_), s)) {
-    batches_changed();
-  } else {
+  if (!(counts_ok &&
+        order_edges_on_device(limits_.num_species, g.species, g.center, g.neighbor, s))) {
     download_indices();
     check_indices_on_host();
-    build_orderings(host.center.data(), host.neighbor.data(), s);
+    order_edges_on_host(host.center.data(), host.neighbor.data(), s);
   }
   size_at_least_one(atom_energy_, L_);
   double* ae = r.atom_energy ? r.atom_energy : atom_energy_.data();
@@ -346,34 +303,26 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
     if (host.empty() && (g.num_edges > 0 || g.num_nodes > 0)) download_indices();
     recheck_on_host(g, host.species, host.center, host.neighbor, exchange, s);
   }
-  if (r.energy) {
-    gk_->total(ae, static_cast<long long>(L_), r.energy, s);
-    backend_->synchronize(s);
-  }
+  device_total(ae, r.energy, s);
 }
 
 // ---------------------------------------------------------------------------------------------
 // The evaluation
 // ---------------------------------------------------------------------------------------------
 
-// The convolution of batch @p batch as a problem of its own (edge_orderings.h): its edges and
-// receivers numbered from the batch's first, all senders; @p w: the batch's weights.
+// Layer L's convolution of batch @p batch with its weights @p w.
 template <class T, class G>
 ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L, std::size_t batch,
                                            const T* w) const {
-  const std::size_t e0 = std::size_t(edges_.batch_edge[batch]);
-  ConvBuffers c = batch_conv_buffers(edges_, batch, N_);
-  c.x = L.x.data(), c.y = Y_.data() + e0 * nsh_, c.w = w;
-  return c;
+  return batch_conv(batch, L.x.data(), Y_.data(), nsh_, w);
 }
 
 template <class T, class G>
 const T* NequipCuda<T, G>::batch_weights(NqLayer<T>& Lk, std::size_t batch, DeviceArray<T>& w,
                                          Stream s) {
-  const std::size_t e0 = edges_.batch_edge[batch];
-  const long long n = edges_.batch_edge[batch + 1] - static_cast<long long>(e0);
-  size_at_least_one(w, n * Lk.numel);
-  Lk.edge_mlp.forward(*gk_, n, emb_.data() + e0 * nb_, w.data(), s);
+  const EdgeBatch eb = edge_batch(batch);
+  size_at_least_one(w, eb.n * Lk.numel);
+  Lk.edge_mlp.forward(*gk_, eb.n, emb_.data() + eb.e0 * nb_, w.data(), s);
   return w.data();
 }
 
@@ -414,10 +363,10 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
   }
   b.launch(*k_geometry_, grid_for(E), s, ea);
   if (zbl_)
-    gk_->segment_sum(dg_, dg_,
-                     SegmentSumArgs{zbl_edge_.data(), zbl_node_.data(), edges_.centre_ptr.data(), L, 1,
-                                    0, 0},
-                     s);
+    gk_->segment_sum(
+        dg_, dg_,
+        SegmentSumArgs{zbl_edge_.data(), zbl_node_.data(), edges_.centre_ptr.data(), L, 1, 0, 0},
+        s);
 
   // ---- forward ----
   size_at_least_one(h_, N_ * emb_dim_);
@@ -434,8 +383,14 @@ void NequipCuda<T, G>::run(const int* d_species, const double* d_vector, double*
   size_at_least_one(e_net_, L_);
   size_at_least_one(seed_, L_);
   readout_.forward(*gk_, L, h_.data(), e_net_.data(), s);
-  NequipEnergyArgs en{d_species,     scale_.data(), shift_.data(), e_net_.data(),
-                      zbl_ ? zbl_node_.data() : nullptr,       atom_energy,   seed_.data(), L};
+  NequipEnergyArgs en{d_species,
+                      scale_.data(),
+                      shift_.data(),
+                      e_net_.data(),
+                      zbl_ ? zbl_node_.data() : nullptr,
+                      atom_energy,
+                      seed_.data(),
+                      L};
   b.launch(*k_energy_, grid_for(L), s, en);
 
   // ---- backward ----
@@ -484,13 +439,7 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   size_at_least_one(h_next_, N_ * Lk.dim_out);
   h_next_.zero(s);
   Lk.gate.forward(*backend_, *k_gate_fwd_, L, Lk.y.data(), h_next_.data(), Lk.dim_out, s);
-  if (Lk.resnet) {
-    AxpbyArgs a{};
-    a.x = h_.data(), a.y = h_next_.data();
-    a.rows = L, a.cols = Lk.dim_out, a.ldx = Lk.dim_in, a.ldy = Lk.dim_out;
-    a.alpha = 1.0, a.beta = 1.0;
-    gk_->axpby(dt_, dt_, a, s);
-  }
+  if (Lk.resnet) add_rows(h_.data(), Lk.dim_in, h_next_.data(), Lk.dim_out, L, Lk.dim_out, dt_, s);
   // The next layer reads the ghosts' new features; the readout after the last layer does not.
   // With an exchange the call is made whatever this rank's ghost count (collective under MPI).
   if (exchange && k + 1 < static_cast<int>(layers_.size()))
@@ -513,13 +462,7 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
   if (need_grad_h) {
     size_at_least_one(gh_in_, N_ * Lk.dim_in);
     gh_in_.zero(s);
-    if (Lk.resnet) {
-      AxpbyArgs a{};
-      a.x = gh_.data(), a.y = gh_in_.data();
-      a.rows = L, a.cols = Lk.dim_in, a.ldx = Lk.dim_out, a.ldy = Lk.dim_in;
-      a.alpha = 1.0, a.beta = 1.0;
-      gk_->axpby(dt_, dt_, a, s);
-    }
+    if (Lk.resnet) add_rows(gh_.data(), Lk.dim_out, gh_in_.data(), Lk.dim_in, L, Lk.dim_in, dt_, s);
     if (Lk.sc)
       Lk.sc->backward(*gk_, L, gy_.data(), Lk.dim_y, gh_in_.data(), Lk.dim_in, d_species_, s);
   }
@@ -532,16 +475,8 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     size_at_least_one(gx_, N_ * Lk.dim_x);
     gx_.zero(s);
   }
-  const auto accumulate_g = [&](const T* x, G* y, long long rows, long long cols) {
-    AxpbyArgs a{};
-    a.x = x, a.y = y;
-    a.rows = rows, a.cols = cols, a.ldx = cols, a.ldy = cols;
-    a.alpha = 1.0, a.beta = 1.0;
-    gk_->axpby(dt_, dg_, a, s);
-  };
   for (std::size_t bt = 0; bt < batches; ++bt) {
-    const std::size_t e0 = edges_.batch_edge[bt], r0 = edges_.batch_centre[bt];
-    const long long n = edges_.batch_edge[bt + 1] - static_cast<long long>(e0);
+    const auto [e0, r0, n] = edge_batch(bt);
     if (n == 0) continue;
     // Several batches: the MLP forward again, which also restores its activations for the
     // batch's rows.
@@ -557,17 +492,16 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     c.grad_x = need_grad_h ? gx_.data() : nullptr;
     c.accumulate_grad_x = batches > 1;
     Lk.conv->run(s, Pass::kBackward, c);
-    accumulate_g(gsh_.data(), grad_sh_.data() + e0 * nsh_, n, nsh_);
+    add_rows(gsh_.data(), nsh_, grad_sh_.data() + e0 * nsh_, nsh_, n, nsh_, dg_, s);
     size_at_least_one(gemb_, n * nb_);
     Lk.edge_mlp.backward(*gk_, n, gw_.data(), gemb_.data(), s);
-    accumulate_g(gemb_.data(), grad_emb_.data() + e0 * nb_, n, nb_);
+    add_rows(gemb_.data(), nb_, grad_emb_.data() + e0 * nb_, nb_, n, nb_, dg_, s);
   }
 
   if (need_grad_h) {
     node_norm(Lk, s);
     gk_->scale_rows(dt_, ScaleRowsArgs{gx_.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0}, s);
-    Lk.linear_1.backward(*gk_, N, gx_.data(), Lk.dim_x, gh_in_.data(), Lk.dim_in, true, nullptr,
-                         s);
+    Lk.linear_1.backward(*gk_, N, gx_.data(), Lk.dim_x, gh_in_.data(), Lk.dim_in, true, nullptr, s);
     // Ghost rows hold gradients that belong to their owners' features.
     if (exchange) exchange_reverse_rows(*backend_, gh_in_.data(), N_, Lk.dim_in, *exchange, s);
     std::swap(gh_, gh_in_);
@@ -576,20 +510,12 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
 
 }  // namespace
 
-std::unique_ptr<CudaEngine> make_nequip_cuda_engine(const model::Model& model,
-                                                    Precision precision,
+std::unique_ptr<CudaEngine> make_nequip_cuda_engine(const model::Model& model, Precision precision,
                                                     const CudaEngineOptions& options) {
   if (model.arch != model::Arch::kNequip || !model.nequip)
     throw Error("make_nequip_cuda_engine: not a NequIP model");
-  switch (precision) {
-    case Precision::kFloat64:
-      return std::make_unique<NequipCuda<double, double>>(model, precision, options);
-    case Precision::kFloat32:
-      return std::make_unique<NequipCuda<float, float>>(model, precision, options);
-    case Precision::kMixed:
-      return std::make_unique<NequipCuda<float, double>>(model, precision, options);
-  }
-  throw Error("make_nequip_cuda_engine: unknown precision");
+  return make_engine_for_precision<NequipCuda>(model, precision, options,
+                                               "make_nequip_cuda_engine");
 }
 
 }  // namespace clebsch::cuda

@@ -5,6 +5,9 @@
 
 #include <cmath>
 
+#include "clebsch/cuda/nn/device_linear.h"
+#include "clebsch/engine/nequip_self_connection.h"
+#include "clebsch/model/gate_channels.h"
 #include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
@@ -30,63 +33,20 @@ template <class T>
 NequipDeviceGate<T>::NequipDeviceGate(DeviceBackend& backend, const model::Gate& m,
                                       const std::string& where)
     : dim_in_(m.irreps_in.dim()), dim_out_(m.irreps_out.dim()) {
-  const auto check = [&](const std::vector<int>& idx, const Irreps& irreps, const char* what) {
-    if (static_cast<int>(idx.size()) != irreps.dim())
-      throw Error("NequipEngine: " + where + " has " + std::to_string(idx.size()) + " " + what +
-                  " indices for irreps " + irreps.str());
-    for (int i : idx)
-      if (i < 0 || i >= dim_in_)
-        throw Error("NequipEngine: " + where + " " + what + " index " + std::to_string(i) +
-                    " is outside the input of dimension " + std::to_string(dim_in_));
-  };
-  check(m.index_scalars, m.irreps_scalars, "scalar");
-  check(m.index_gates, m.irreps_gates, "gate");
-  check(m.index_gated, m.irreps_gated, "gated");
-  const auto per_channel = [&](const Irreps& irreps,
-                               const std::vector<std::optional<model::Activation>>& acts,
-                               const char* what) {
-    if (acts.size() != irreps.size())
-      throw Error("NequipEngine: " + where + " has " + std::to_string(acts.size()) + " " + what +
-                  " activations for irreps " + irreps.str());
-    std::vector<Act> out;
-    for (std::size_t b = 0; b < irreps.size(); ++b) {
-      if (irreps[b].ir.l() != 0)
-        throw Error("NequipEngine: " + where + " " + what + " irreps " + irreps.str() +
-                    " are not all scalars");
-      const Act a = act_of(acts[b], where);
-      for (int u = 0; u < irreps[b].mul; ++u) out.push_back(a);
-    }
-    return out;
-  };
-  const std::vector<Act> scalar_acts = per_channel(m.irreps_scalars, m.act_scalars, "scalar");
-  const std::vector<Act> gate_acts = per_channel(m.irreps_gates, m.act_gates, "gate");
+  const auto [scalar_acts, gate_acts, copy_begin, copy_dim] = model::check_gate<Act>(
+      m, "NequipEngine: " + where,
+      [&](const std::optional<model::Activation>& a) { return act_of(a, where); });
   const int ns = static_cast<int>(m.index_scalars.size());
   std::vector<int> src(dim_out_, 0), gate(dim_out_, -1), kind(dim_out_, -1);
   std::vector<double> cst(dim_out_, 1.0);
-  std::vector<int> in_kind(dim_in_, 0), in_out(dim_in_, 0), in_dim(dim_in_, 0),
-      in_gate(dim_in_, 0), in_act(dim_in_, -1);
+  std::vector<int> in_kind(dim_in_, 0), in_out(dim_in_, 0), in_dim(dim_in_, 0), in_gate(dim_in_, 0),
+      in_act(dim_in_, -1);
   std::vector<double> in_cst(dim_in_, 1.0);
   // Each input feeds one output role; a model whose index lists overlap is not a Gate.
   const auto claim = [&](int c) {
     if (in_kind[c] != 0)
       throw Error("NequipEngine: " + where + " uses input " + std::to_string(c) + " twice");
   };
-  int pos = 0;
-  std::vector<int> copy_begin, copy_dim;
-  for (const MulIrrep& mi : m.irreps_gated)
-    for (int u = 0; u < mi.mul; ++u) {
-      copy_begin.push_back(pos);
-      copy_dim.push_back(mi.ir.dim());
-      pos += mi.ir.dim();
-    }
-  if (copy_begin.size() != m.index_gates.size())
-    throw Error("NequipEngine: " + where + " has " + std::to_string(m.index_gates.size()) +
-                " gates for " + std::to_string(copy_begin.size()) + " gated irreps (" +
-                m.irreps_gated.str() + ")");
-  if (dim_out_ != ns + pos)
-    throw Error("NequipEngine: " + where + " irreps_out " + m.irreps_out.str() + " has " +
-                "dimension " + std::to_string(dim_out_) + ", expected " +
-                std::to_string(ns + pos));
   for (int q = 0; q < ns; ++q) {
     const int c = m.index_scalars[q];
     src[q] = c, kind[q] = scalar_acts[q].kind, cst[q] = scalar_acts[q].cst;
@@ -143,8 +103,8 @@ void NequipDeviceGate<T>::forward(DeviceBackend& backend, const DeviceKernel& ke
 
 template <class T>
 void NequipDeviceGate<T>::backward(DeviceBackend& backend, const DeviceKernel& kernel,
-                                   long long rows, const T* x, const T* gy, long long ld_out,
-                                   T* gx, Stream s) const {
+                                   long long rows, const T* x, const T* gy, long long ld_out, T* gx,
+                                   Stream s) const {
   NequipGateArgs a = args(rows);
   a.x = x, a.gy = gy, a.gx = gx, a.ld_out = ld_out;
   backend.launch(kernel, grid_for(rows * dim_in_), s, a);
@@ -153,28 +113,19 @@ void NequipDeviceGate<T>::backward(DeviceBackend& backend, const DeviceKernel& k
 // ---- self-connection ------------------------------------------------------------------------
 
 template <class T>
-NequipDeviceSelfConnection<T>::NequipDeviceSelfConnection(
-    DeviceBackend& backend, const model::TensorProduct& m,
-    const std::vector<double>& type_embedding, int num_species, int embedding_dim,
-    const std::string& where)
+NequipDeviceSelfConnection<T>::NequipDeviceSelfConnection(DeviceBackend& backend,
+                                                          const model::TensorProduct& m,
+                                                          const std::vector<double>& type_embedding,
+                                                          int num_species, int embedding_dim,
+                                                          const std::string& where)
     : weights_(backend) {
+  nequip_ops::check_self_connection(m, embedding_dim, where);
   const TensorProduct& tp = m.descriptor;
-  if (m.external_weights || m.weight.size() != static_cast<std::size_t>(tp.weight_numel()))
-    throw Error(
-        "NequipEngine: " + where + " must have its own " + std::to_string(tp.weight_numel()) +
-        " weights, has " +
-        (m.external_weights ? std::string("external weights") : std::to_string(m.weight.size())));
-  if (tp.dim_in2() != embedding_dim)
-    throw Error("NequipEngine: " + where + " second input " + tp.irreps_in2().str() +
-                " does not match the type embedding of dimension " +
-                std::to_string(embedding_dim));
   dim_in_ = tp.dim_in1();
   dim_out_ = tp.dim_out();
   std::vector<T> w;
   for (const TensorProductPath& p : tp.paths()) {
-    if (p.ins.mode() != ConnectionMode::kUvw || !p.ins.has_weight() || p.ir2.l() != 0)
-      throw Error("NequipEngine: " + where + " instruction " + p.ins.str() +
-                  " is not a weighted uvw path with a scalar second input");
+    nequip_ops::check_self_connection_path(p, where);
     if (p.cg.empty()) continue;
     // A scalar second input couples l to l through c times the identity; the GEMM form needs it.
     const double c0 = p.cg.front().c;
@@ -184,20 +135,16 @@ NequipDeviceSelfConnection<T>::NequipDeviceSelfConnection(
     if (!identity)
       throw Error("NequipEngine: " + where + " instruction " + p.ins.str() +
                   " couples its inputs other than by c times the identity");
-    Block b;
+    DeviceLinearBlock b;
     b.off_in = static_cast<int>(p.offset1), b.off_out = static_cast<int>(p.offset_out);
     b.mul_in = p.mul1, b.mul_out = p.mul_out, b.d = p.ir1.dim();
     b.w_offset = static_cast<long long>(w.size());
-    for (int s = 0; s < num_species; ++s)
-      for (int u = 0; u < p.mul1; ++u)
-        for (int o = 0; o < p.mul_out; ++o) {
-          double acc = 0;
-          for (int v = 0; v < p.mul2; ++v)
-            acc += m.weight[p.weight_offset +
-                            (static_cast<std::size_t>(u) * p.mul2 + v) * p.mul_out + o] *
-                   type_embedding[static_cast<std::size_t>(s) * embedding_dim + p.offset2 + v];
-          w.push_back(static_cast<T>(c0 * acc));
-        }
+    // K'[species][mul_in][mul_out]: rows of mul_out, one matrix per species.
+    b.ldb = p.mul_out;
+    b.select_stride = static_cast<long long>(p.mul1) * p.mul_out;
+    for (double k :
+         nequip_ops::contract_type_embedding(m, p, type_embedding, num_species, embedding_dim))
+      w.push_back(static_cast<T>(c0 * k));
     blocks_.push_back(b);
   }
   weights_.upload(w);
@@ -209,33 +156,17 @@ void NequipDeviceSelfConnection<T>::run(const GenericKernels& gk, bool transpose
                                         const T* X, long long ldx, T* Y, long long ldy,
                                         const int* species, Stream s) const {
   if (n <= 0) return;
-  for (const Block& b : blocks_) {
-    GemmArgs g{};
-    g.m = n, g.batch = b.d;
-    g.a_batch = 1, g.c_batch = 1, g.b_batch = 0;
-    g.a_col = b.d, g.c_col = b.d;
-    g.lda = ldx, g.ldc = ldy;
-    g.b = weights_.data() + b.w_offset;
-    g.b_select = species;
-    g.b_select_stride = static_cast<long long>(b.mul_in) * b.mul_out;
-    if (!transpose) {
-      g.a = X + b.off_in, g.c = Y + b.off_out;
-      g.k = b.mul_in, g.n = b.mul_out;
-      g.ldb = b.mul_out, g.b_col = 1;
-    } else {
-      g.a = X + b.off_out, g.c = Y + b.off_in;
-      g.k = b.mul_out, g.n = b.mul_in;
-      g.ldb = 1, g.b_col = b.mul_out;
-    }
-    g.alpha = 1.0, g.beta = 1.0;
+  for (const DeviceLinearBlock& b : blocks_) {
+    GemmArgs g = b.gemm(transpose, n, X, ldx, Y, ldy, weights_.data(), species);
+    g.beta = 1.0;
     gk.gemm(dtype_of<T>(), g, s);
   }
 }
 
 template <class T>
 void NequipDeviceSelfConnection<T>::forward(const GenericKernels& gk, long long n, const T* X,
-                                            long long ldx, T* Y, long long ldy,
-                                            const int* species, Stream s) const {
+                                            long long ldx, T* Y, long long ldy, const int* species,
+                                            Stream s) const {
   run(gk, false, n, X, ldx, Y, ldy, species, s);
 }
 

@@ -17,8 +17,9 @@
 
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
-#include "clebsch/model/model.h"
+#include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/templates/nequip_device_args.h"
+#include "clebsch/model/model.h"
 
 namespace clebsch::cuda {
 
@@ -65,13 +66,9 @@ class NequipDeviceSelfConnection {
                 long long ldx, const int* species, Stream s) const;
 
  private:
-  struct Block {
-    int off_in, off_out, mul_in, mul_out, d;
-    long long w_offset;  // K' [species][mul_in][mul_out] in weights_
-  };
-  void run(const GenericKernels& gk, bool transpose, long long n, const T* X, long long ldx,
-           T* Y, long long ldy, const int* species, Stream s) const;
-  std::vector<Block> blocks_;
+  void run(const GenericKernels& gk, bool transpose, long long n, const T* X, long long ldx, T* Y,
+           long long ldy, const int* species, Stream s) const;
+  std::vector<DeviceLinearBlock> blocks_;  // K' [species][mul_in][mul_out] in weights_
   DeviceArray<T> weights_;
   int dim_in_ = 0, dim_out_ = 0;
 };

@@ -22,7 +22,7 @@ DeviceLinear<T>::DeviceLinear(DeviceBackend& backend, const model::Linear& linea
     Ins d;
     d.i_in = ins.i_in, d.i_out = ins.i_out;
     d.mul_in = ins.mul_in, d.mul_out = ins.mul_out;
-    d.dim_m = in_[ins.i_in].ir.dim();
+    d.d = in_[ins.i_in].ir.dim();
     d.off_in = oi[ins.i_in], d.off_out = oo[ins.i_out];
     d.w_offset = static_cast<long long>(w.size());
     d.ldb = ins.mul_out, d.select_stride = 0;
@@ -46,8 +46,7 @@ DeviceLinear<T>::DeviceLinear(DeviceBackend& backend, const model::TensorProduct
   if (d.irreps_in2().size() != 1 || d.irreps_in2()[0].ir.l() != 0 ||
       d.irreps_in2()[0].ir.p() != 1 || d.irreps_in2()[0].mul != num_species)
     throw ModelFormatError(where + ": second input is " + d.irreps_in2().str() +
-                           ", expected the one-hot species " + std::to_string(num_species) +
-                           "x0e");
+                           ", expected the one-hot species " + std::to_string(num_species) + "x0e");
   if (tp.external_weights || tp.weight.size() != static_cast<std::size_t>(d.weight_numel()))
     throw ModelFormatError(where + ": expected " + std::to_string(d.weight_numel()) +
                            " internal weights");
@@ -58,8 +57,8 @@ DeviceLinear<T>::DeviceLinear(DeviceBackend& backend, const model::TensorProduct
     if (p.ins.mode() != ConnectionMode::kUvw || !p.ins.has_weight())
       throw ModelFormatError(wh + ": mode " + to_string(p.ins.mode()) + ", expected weighted uvw");
     if (p.ir1.l() != p.ir_out.l())
-      throw ModelFormatError(wh + ": couples l=" + std::to_string(p.ir1.l()) + " to l=" +
-                             std::to_string(p.ir_out.l()) + " through a scalar");
+      throw ModelFormatError(wh + ": couples l=" + std::to_string(p.ir1.l()) +
+                             " to l=" + std::to_string(p.ir_out.l()) + " through a scalar");
     if (p.cg.empty()) continue;
     const double c0 = p.cg.front().c;
     bool ok = static_cast<int>(p.cg.size()) == p.ir1.dim();
@@ -69,7 +68,7 @@ DeviceLinear<T>::DeviceLinear(DeviceBackend& backend, const model::TensorProduct
     Ins di;
     di.i_in = p.ins.i_in1(), di.i_out = p.ins.i_out();
     di.mul_in = p.mul1, di.mul_out = p.mul_out;
-    di.dim_m = p.ir1.dim();
+    di.d = p.ir1.dim();
     di.off_in = static_cast<int>(p.offset1), di.off_out = static_cast<int>(p.offset_out);
     di.w_offset = static_cast<long long>(w.size());
     // Weight W[u][s][w] (uvw, v = species): row u has stride S*mul_out, species s offset s*mul_out.
@@ -85,8 +84,8 @@ DeviceLinear<T>::DeviceLinear(DeviceBackend& backend, const model::TensorProduct
 
 template <class T>
 void DeviceLinear<T>::run(const GenericKernels& gk, bool transpose, long long n, const T* X,
-                          long long ldx, T* Y, long long ldy, bool accumulate,
-                          const int* species, Stream s) const {
+                          long long ldx, T* Y, long long ldy, bool accumulate, const int* species,
+                          Stream s) const {
   if (n <= 0) return;
   if (per_species_ && !species) throw Error("DeviceLinear: per-species map without species");
   const Irreps& y_irreps = transpose ? in_ : out_;
@@ -94,24 +93,8 @@ void DeviceLinear<T>::run(const GenericKernels& gk, bool transpose, long long n,
   std::vector<char> written(y_irreps.size(), 0);
   for (const Ins& ins : ins_) {
     const int y_blk = transpose ? ins.i_in : ins.i_out;
-    GemmArgs g{};
-    g.m = n, g.batch = ins.dim_m;
-    g.a_batch = 1, g.c_batch = 1, g.b_batch = 0;
-    g.a_col = ins.dim_m, g.c_col = ins.dim_m;
-    g.lda = ldx, g.ldc = ldy;
-    g.b = weights_.data() + ins.w_offset;
-    g.b_select = per_species_ ? species : nullptr;
-    g.b_select_stride = ins.select_stride;
-    if (!transpose) {
-      g.a = X + ins.off_in, g.c = Y + ins.off_out;
-      g.k = ins.mul_in, g.n = ins.mul_out;
-      g.ldb = ins.ldb, g.b_col = 1;
-    } else {
-      g.a = X + ins.off_out, g.c = Y + ins.off_in;
-      g.k = ins.mul_out, g.n = ins.mul_in;
-      g.ldb = 1, g.b_col = ins.ldb;
-    }
-    g.alpha = 1.0;
+    GemmArgs g =
+        ins.gemm(transpose, n, X, ldx, Y, ldy, weights_.data(), per_species_ ? species : nullptr);
     g.beta = (accumulate || written[y_blk]) ? 1.0 : 0.0;
     written[y_blk] = 1;
     gk.gemm(dtype_of<T>(), g, s);

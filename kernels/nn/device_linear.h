@@ -17,10 +17,47 @@
 
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
-#include "clebsch/o3/irreps.h"
 #include "clebsch/model/model.h"
+#include "clebsch/o3/irreps.h"
 
 namespace clebsch::cuda {
+
+/// One block map of a linear on device rows (e3nn's mul_ir layout): mul_in copies of a
+/// d-dimensional irrep at off_in to mul_out copies at off_out, through the weights
+/// B[u][w] = weights[w_offset + u * ldb + w] (a per-species map adds species[r] * select_stride
+/// for row r). DeviceLinear's instructions and NequIP's self-connection are made of these.
+struct DeviceLinearBlock {
+  int off_in = 0, off_out = 0, mul_in = 0, mul_out = 0, d = 1;
+  long long w_offset = 0, ldb = 0, select_stride = 0;
+
+  /// The strided GEMM (generic_kernels.h), batched over the d components, of this block on the
+  /// n rows X -> Y, or with @p transpose of its transpose, from Y's block back to X's (X then
+  /// holds the output-side rows). alpha is 1; beta is the caller's (0 as returned).
+  /// @p species: per-row weight selection, or null.
+  template <class T>
+  GemmArgs gemm(bool transpose, long long n, const T* X, long long ldx, T* Y, long long ldy,
+                const T* weights, const int* species) const {
+    GemmArgs g{};
+    g.m = n, g.batch = d;
+    g.a_batch = 1, g.c_batch = 1, g.b_batch = 0;
+    g.a_col = d, g.c_col = d;
+    g.lda = ldx, g.ldc = ldy;
+    g.b = weights + w_offset;
+    g.b_select = species;
+    g.b_select_stride = select_stride;
+    if (!transpose) {
+      g.a = X + off_in, g.c = Y + off_out;
+      g.k = mul_in, g.n = mul_out;
+      g.ldb = ldb, g.b_col = 1;
+    } else {
+      g.a = X + off_out, g.c = Y + off_in;
+      g.k = mul_out, g.n = mul_in;
+      g.ldb = 1, g.b_col = ldb;
+    }
+    g.alpha = 1.0;
+    return g;
+  }
+};
 
 template <class T>
 class DeviceLinear {
@@ -48,13 +85,11 @@ class DeviceLinear {
                 long long ldx, bool accumulate, const int* species, Stream s) const;
 
  private:
-  struct Ins {
-    int i_in, i_out, mul_in, mul_out, dim_m, off_in, off_out;
-    long long w_offset;  // into weights_: block [mul_in][ldb] (per species: + s*select_stride)
-    long long ldb, select_stride;
+  struct Ins : DeviceLinearBlock {
+    int i_in = 0, i_out = 0;  // the blocks of irreps_in and irreps_out it maps
   };
-  void run(const GenericKernels& gk, bool transpose, long long n, const T* X, long long ldx,
-           T* Y, long long ldy, bool accumulate, const int* species, Stream s) const;
+  void run(const GenericKernels& gk, bool transpose, long long n, const T* X, long long ldx, T* Y,
+           long long ldy, bool accumulate, const int* species, Stream s) const;
   Irreps in_, out_;
   int dim_in_ = 0, dim_out_ = 0;
   bool per_species_ = false;

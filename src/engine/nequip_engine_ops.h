@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The per-op kernels of the NequIP host engine (nequip_engine.cpp), each converted once from its
+// The per-op kernels of the NequIP host engine (nequip_engine_impl.h), each converted once from its
 // model:: description to the network scalar S and evaluated per row (a node or an edge) or per
 // chunk of rows, forward and reverse mode. They are internal to the engine: the generic,
 // separately tested host ops (linear.h, tensor_product.h, convolution.h, gate.h) are the
@@ -17,10 +17,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "clebsch/support/error.h"
+#include "clebsch/engine/nequip_self_connection.h"
+#include "clebsch/model/gate_channels.h"
 #include "clebsch/model/model.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::nequip_ops {
 
@@ -133,9 +136,9 @@ struct ScaledAct {
 // ---------------------------------------------------------------------------------------------
 
 /// C[n][m] = A[n][k] B[k][m] (C overwritten), for the MLP chunks (n <= a few dozen rows, k and
-/// m up to a few hundred). Defined in nequip_engine.cpp: register-blocked, and on x86-64 with GCC
-/// compiled for AVX-512, AVX2 and the baseline, picked at load time (target_clones), since these
-/// products are most of the engine's arithmetic. Each C element is summed over k in order.
+/// m up to a few hundred). Defined in nequip_engine_kernels.cpp: register-blocked, and on x86-64
+/// with GCC compiled for AVX-512, AVX2 and the baseline, picked at load time (target_clones), since
+/// these products are most of the engine's arithmetic. Each C element is summed over k in order.
 void gemm_nn(int n, int k, int m, const double* A, const double* B, double* C);
 void gemm_nn(int n, int k, int m, const float* A, const float* B, float* C);
 
@@ -381,57 +384,17 @@ class GateOp {
   GateOp(const model::Gate& m, const std::string& where) {
     dim_in_ = m.irreps_in.dim();
     dim_out_ = m.irreps_out.dim();
-    const auto check_indices = [&](const std::vector<int>& idx, const Irreps& irreps,
-                                   const char* what) {
-      if (static_cast<int>(idx.size()) != irreps.dim())
-        throw Error("NequipEngine: " + where + " has " + std::to_string(idx.size()) + " " + what +
-                    " indices for irreps " + irreps.str());
-      for (int i : idx)
-        if (i < 0 || i >= dim_in_)
-          throw Error("NequipEngine: " + where + " " + what + " index " + std::to_string(i) +
-                      " is outside the input of dimension " + std::to_string(dim_in_));
-    };
-    check_indices(m.index_scalars, m.irreps_scalars, "scalar");
-    check_indices(m.index_gates, m.irreps_gates, "gate");
-    check_indices(m.index_gated, m.irreps_gated, "gated");
-    const auto per_channel = [&](const Irreps& irreps,
-                                 const std::vector<std::optional<model::Activation>>& acts,
-                                 const char* what) {
-      if (acts.size() != irreps.size())
-        throw Error("NequipEngine: " + where + " has " + std::to_string(acts.size()) + " " + what +
-                    " activations for irreps " + irreps.str());
-      std::vector<ScaledAct> out;
-      for (std::size_t b = 0; b < irreps.size(); ++b) {
-        if (irreps[b].ir.l() != 0)
-          throw Error("NequipEngine: " + where + " " + what + " irreps " + irreps.str() +
-                      " are not all scalars");
-        const ScaledAct a = ScaledAct::from(acts[b], where);
-        for (int u = 0; u < irreps[b].mul; ++u) out.push_back(a);
-      }
-      return out;
-    };
-    scalar_acts_ = per_channel(m.irreps_scalars, m.act_scalars, "scalar");
-    gate_acts_ = per_channel(m.irreps_gates, m.act_gates, "gate");
+    model::GateChannels<ScaledAct> c = model::check_gate<ScaledAct>(
+        m, "NequipEngine: " + where,
+        [&](const std::optional<model::Activation>& a) { return ScaledAct::from(a, where); });
+    scalar_acts_ = std::move(c.scalar_acts);
+    gate_acts_ = std::move(c.gate_acts);
     scalar_src_ = m.index_scalars;
     gate_src_ = m.index_gates;
     gated_src_ = m.index_gated;
-    // Gate k multiplies the k-th irrep copy of the gated part: blocks in order, copies in order.
-    int pos = 0;
-    for (const MulIrrep& mi : m.irreps_gated)
-      for (int u = 0; u < mi.mul; ++u) {
-        copy_begin_.push_back(pos);
-        copy_dim_.push_back(mi.ir.dim());
-        pos += mi.ir.dim();
-      }
-    if (copy_begin_.size() != gate_src_.size())
-      throw Error("NequipEngine: " + where + " has " + std::to_string(gate_src_.size()) +
-                  " gates for " + std::to_string(copy_begin_.size()) + " gated irreps (" +
-                  m.irreps_gated.str() + ")");
+    copy_begin_ = std::move(c.copy_begin);
+    copy_dim_ = std::move(c.copy_dim);
     num_scalars_ = static_cast<int>(scalar_src_.size());
-    if (dim_out_ != num_scalars_ + pos)
-      throw Error("NequipEngine: " + where + " irreps_out " + m.irreps_out.str() + " has " +
-                  "dimension " + std::to_string(dim_out_) + ", expected " +
-                  std::to_string(num_scalars_ + pos));
   }
 
   int dim_in() const { return dim_in_; }
@@ -503,23 +466,13 @@ class SelfConnection {
  public:
   SelfConnection(const model::TensorProduct& m, const std::vector<double>& type_embedding,
                  int num_species, int embedding_dim, const std::string& where) {
+    check_self_connection(m, embedding_dim, where);
     const TensorProduct& tp = m.descriptor;
-    if (m.external_weights || m.weight.size() != static_cast<std::size_t>(tp.weight_numel()))
-      throw Error(
-          "NequipEngine: " + where + " must have its own " + std::to_string(tp.weight_numel()) +
-          " weights, has " +
-          (m.external_weights ? std::string("external weights") : std::to_string(m.weight.size())));
-    if (tp.dim_in2() != embedding_dim)
-      throw Error("NequipEngine: " + where + " second input " + tp.irreps_in2().str() +
-                  " does not match the type embedding of dimension " +
-                  std::to_string(embedding_dim));
     dim_in1_ = tp.dim_in1();
     dim_out_ = tp.dim_out();
     num_species_ = num_species;
     for (const TensorProductPath& p : tp.paths()) {
-      if (p.ins.mode() != ConnectionMode::kUvw || !p.ins.has_weight() || p.ir2.l() != 0)
-        throw Error("NequipEngine: " + where + " instruction " + p.ins.str() +
-                    " is not a weighted uvw path with a scalar second input");
+      check_self_connection_path(p, where);
       if (p.cg.empty()) continue;
       Path q;
       q.off1 = p.offset1;
@@ -529,17 +482,8 @@ class SelfConnection {
       q.d1 = p.ir1.dim();
       q.d3 = p.ir_out.dim();
       q.cg = couplings_of<S>(p);
-      q.K.assign(static_cast<std::size_t>(num_species) * q.mul1 * q.mul_out, S(0));
-      for (int s = 0; s < num_species; ++s)
-        for (int u = 0; u < q.mul1; ++u)
-          for (int w = 0; w < q.mul_out; ++w) {
-            double acc = 0;
-            for (int v = 0; v < p.mul2; ++v)
-              acc += m.weight[p.weight_offset +
-                              (static_cast<std::size_t>(u) * p.mul2 + v) * p.mul_out + w] *
-                     type_embedding[static_cast<std::size_t>(s) * embedding_dim + p.offset2 + v];
-            q.K[(static_cast<std::size_t>(s) * q.mul1 + u) * q.mul_out + w] = static_cast<S>(acc);
-          }
+      for (double k : contract_type_embedding(m, p, type_embedding, num_species, embedding_dim))
+        q.K.push_back(static_cast<S>(k));
       paths_.push_back(std::move(q));
     }
   }
@@ -619,7 +563,7 @@ struct ConvPath {
 };
 
 /// The per-edge convolution kernels behind ConvTp::forward_edge / backward_edge (see there),
-/// defined in nequip_engine.cpp, where they are compiled per instruction set like gemm_nn.
+/// defined in nequip_engine_kernels.cpp, where they are compiled per instruction set like gemm_nn.
 void conv_forward_edge(const ConvPath<double>* paths, int num_paths, const double* x1t,
                        const double* y, const double* w, double* outt, double* scratch);
 void conv_forward_edge(const ConvPath<float>* paths, int num_paths, const float* x1t,

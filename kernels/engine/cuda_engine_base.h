@@ -1,0 +1,180 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// What the CUDA MACE and NequIP engines share around their own model code, written once: the
+// host engine of the same model (it has checked the model, and answers species, cutoffs, layers
+// and exchange width), the backend and its generic kernels, the graph's sizes during a call, the
+// edge orderings in the host engine's order (built on the device when the kernels of
+// edge_order_kernels.h accept the graph, else on the host) with their cut into the batches of the
+// per-edge weight stage (edge_orderings.h, sized by edge_batch_budget.h), and whether a call keeps
+// each layer's weights from the forward to the backward (one batch) or computes them again
+// (several). Also the tails of the two entry points and the factories' dispatch on the precision.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/device_backend.h"
+#include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/engine/conv_runner.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
+#include "clebsch/cuda/graph/edge_batch_budget.h"
+#include "clebsch/cuda/graph/edge_order_kernels.h"
+#include "clebsch/cuda/graph/edge_orderings.h"
+#include "clebsch/support/error.h"
+
+namespace clebsch::cuda {
+
+/// The base of a CUDA engine whose model is checked and described by the host engine @p Host
+/// (MaceEngine, NequipEngine).
+template <class Host>
+class CudaEngineBase : public CudaEngine {
+ public:
+  const std::vector<std::string>& species() const override { return host_.species(); }
+  double r_max() const override { return host_.r_max(); }
+  double r_max(int a, int b) const override { return host_.r_max(a, b); }
+  int num_layers() const override { return host_.num_layers(); }
+  int exchange_width() const override { return host_.exchange_width(); }
+  DeviceBackend& backend() override { return *backend_; }
+
+ protected:
+  /// Builds the host engine first (its constructor rejects an unsupported model before any
+  /// device work), then takes the backend of @p options.
+  /// @param value_bytes the size of the engine's network type: edge batches are sized in its
+  ///   values.
+  CudaEngineBase(const model::Model& model, Precision precision, const CudaEngineOptions& options,
+                 std::size_t value_bytes)
+      : host_(model, precision), value_bytes_(value_bytes) {
+    backend_ = options.backend ? options.backend
+                               : std::shared_ptr<DeviceBackend>(make_cuda_backend(options.device));
+    edges_.bind(*backend_);
+    edge_batch_option_ = options.edge_batch;
+  }
+
+  /// Loads the engine's own module, then the generic kernels into gk_; returns the module.
+  std::unique_ptr<DeviceModule> load_modules(const ModuleSource& engine_module) {
+    std::unique_ptr<DeviceModule> m = backend_->load(engine_module);
+    gk_ = std::make_unique<GenericKernels>(*backend_);
+    return m;
+  }
+
+  /// Releases what a one-batch call kept per edge of every layer (weights, MLP activations,
+  /// per-edge gradients): called when a call switches to several batches.
+  virtual void drop_kept_weights() = 0;
+
+  /// Edges per batch of the weight stage for @p num_edges edges (0: one batch).
+  std::size_t batch_edges(std::size_t num_edges) const {
+    return budget_.max_batch_edges(num_edges, edge_batch_option_,
+                                   backend_->limits().memory_bytes / value_bytes_);
+  }
+
+  /// The orderings of the call's graph (N_, L_, E_ set) from host index arrays: the host
+  /// engine's edge order (by centre, stable), so that sums run in the host's order.
+  void order_edges_on_host(const int* center, const int* neighbor, Stream s) {
+    const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor, batch_edges(E_));
+    edges_.upload(o, *backend_, s);
+    batches_changed();
+  }
+
+  /// The same orderings built on the device from device arrays; false (edges_ unspecified) when
+  /// the kernels decline the graph: an index out of range or centres not sorted.
+  bool order_edges_on_device(int num_species, const int* species, const int* center,
+                             const int* neighbor, Stream s) {
+    if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
+    if (!orderer_->build(edges_, L_, N_, E_, num_species, species, center, neighbor,
+                         batch_edges(E_), s))
+      return false;
+    batches_changed();
+    return true;
+  }
+
+  /// Batch @p b of the weight stage: its first edge and first centre, and its number of edges.
+  struct EdgeBatch {
+    std::size_t e0, r0;
+    long long n;
+  };
+  EdgeBatch edge_batch(std::size_t b) const {
+    const std::size_t e0 = edges_.batch_edge[b], r0 = edges_.batch_centre[b];
+    return {e0, r0, edges_.batch_edge[b + 1] - static_cast<long long>(e0)};
+  }
+
+  /// The convolution of batch @p batch as a problem of its own (edge_orderings.h): its edges and
+  /// receivers numbered from the batch's first, all senders; x the senders' rows, y the rows of
+  /// dim_y values of every edge (the batch's are taken), w the batch's weights.
+  template <class T>
+  ConvBuffers batch_conv(std::size_t batch, const T* x, const T* y, int dim_y, const T* w) const {
+    const std::size_t e0 = std::size_t(edges_.batch_edge[batch]);
+    ConvBuffers b = batch_conv_buffers(edges_, batch, N_);
+    b.x = x;
+    b.y = y + e0 * dim_y;
+    b.w = w;
+    return b;
+  }
+
+  /// compute()'s results: the device's atom energies and edge gradients into @p result, and the
+  /// energy summed on the host.
+  void download_results(const DeviceArray<double>& atom_energy,
+                        const DeviceArray<double>& edge_gradient, EngineResult& result,
+                        Stream s) const {
+    result.atom_energy.resize(L_);
+    result.edge_gradient.resize(3 * E_);
+    backend_->download(result.atom_energy.data(), atom_energy.data(), L_ * sizeof(double), s);
+    backend_->download(result.edge_gradient.data(), edge_gradient.data(), 3 * E_ * sizeof(double),
+                       s);
+    result.energy = 0;
+    for (double e : result.atom_energy) result.energy += e;
+  }
+
+  /// compute_device()'s total: the device sum of @p atom_energy into @p energy when the caller
+  /// asked for it, complete on return.
+  void device_total(const double* atom_energy, double* energy, Stream s) const {
+    if (!energy) return;
+    gk_->total(atom_energy, static_cast<long long>(L_), energy, s);
+    backend_->synchronize(s);
+  }
+
+  Host host_;  // the model's checks and metadata (nothing on the hot path)
+  std::shared_ptr<DeviceBackend> backend_;
+  std::unique_ptr<GenericKernels> gk_;  // made by load_modules
+
+  // --- per call ---
+  std::size_t N_ = 0, L_ = 0, E_ = 0;
+  const int* d_species_ = nullptr;
+  DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
+  EdgeBatchBudget budget_;     // weight-stage values per edge (set by the engine)
+  bool keep_weights_ = true;   // one batch: W and MLP activations kept from forward to backward
+
+ private:
+  // After either path built edges_.
+  void batches_changed() {
+    const bool keep = edges_.num_batches() == 1;
+    if (keep_weights_ && !keep) drop_kept_weights();
+    keep_weights_ = keep;
+  }
+
+  std::size_t value_bytes_;
+  std::size_t edge_batch_option_ = 0;
+  std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
+};
+
+/// The factories' dispatch on the precision: @p Engine<network type, geometry type>.
+/// @param factory the factory's name, for the message of an unknown precision
+template <template <class, class> class Engine>
+std::unique_ptr<CudaEngine> make_engine_for_precision(const model::Model& model,
+                                                      Precision precision,
+                                                      const CudaEngineOptions& options,
+                                                      const char* factory) {
+  switch (precision) {
+    case Precision::kFloat64:
+      return std::make_unique<Engine<double, double>>(model, precision, options);
+    case Precision::kFloat32:
+      return std::make_unique<Engine<float, float>>(model, precision, options);
+    case Precision::kMixed:
+      return std::make_unique<Engine<float, double>>(model, precision, options);
+  }
+  throw Error(std::string(factory) + ": unknown precision");
+}
+
+}  // namespace clebsch::cuda

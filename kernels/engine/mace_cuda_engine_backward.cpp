@@ -1,0 +1,174 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The backward pass of the CUDA MACE engine's layers (mace_cuda_engine_impl.h), written by hand
+// and run layer by layer in reverse: the readouts' seeds, the product linear, the symmetric
+// contraction, the skip, the normalisation and the linear on the nodes; then per edge batch the
+// convolution's fused sender pass (weights kept from the forward with one batch, computed again
+// with several), the cutoff and the radial MLP, summed into dE/dY, dE/d(radial features) and
+// dE/dcutoff in the geometry type; last linear_up and the skip to the previous layer's features,
+// with the ghost rows' gradients returned to their owners.
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/engine/mace_cuda_engine_impl.h"
+#include "clebsch/cuda/graph/ghost_staging.h"
+#include "clebsch/cuda/templates/mace_device_args.h"
+
+namespace clebsch::cuda::mace_cuda_detail {
+
+template <class T, class G>
+void MaceCuda<T, G>::backward_layers(GhostExchange* exchange, Stream s) {
+  gh_.resize(L_ * layers_.back().dim_hidden);
+  gh_.zero(s);
+  for (int t = T_ - 1; t >= 0; --t) {
+    node_backward(t, s);
+    phase("layer " + std::to_string(t) + " node backward", s);
+    edge_backward(t, s);
+    if (t > 0) backward_tail(t, exchange, s);
+    phase("layer " + std::to_string(t) + " edge backward", s);
+  }
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::readout_backward(Readout<T>& R, Stream s) {
+  const long long L = static_cast<long long>(L_);
+  const int dh = layers_[R.layer].dim_hidden, dout = R.dim_out();
+  // dE/dy = scale on the first (scalar) output, 0 elsewhere.
+  gy_.resize(L_ * dout);
+  gy_.zero(s);
+  AxpbyArgs a{};
+  a.x = ones_.data(), a.y = gy_.data(), a.rows = L, a.cols = 1, a.ldx = 1, a.ldy = dout;
+  a.alpha = scale_, a.beta = 0;
+  gk_->axpby(dt_, dt_, a, s);
+  if (!R.nonlinear) {
+    R.linear.backward(*gk_, L, gy_.data(), dout, gh_.data(), dh, true, nullptr, s);
+    return;
+  }
+  const int dz = R.linear.dim_out();
+  gz_.resize(L_ * dz);
+  R.linear_2.backward(*gk_, L, gy_.data(), dout, gz_.data(), dz, false, nullptr, s);
+  for (const auto& act : R.acts) {
+    ActArgs aa = R.act_args(act, L);
+    aa.g = gz_.data();
+    gk_->act_backward(dt_, aa, s);
+  }
+  R.linear.backward(*gk_, L, gz_.data(), dz, gh_.data(), dh, true, nullptr, s);
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::node_backward(int t, Stream s) {
+  // The readouts of layer t add their dE/dh to what the later layers left in gh_.
+  for (Readout<T>& R : readouts_)
+    if (R.layer == t) readout_backward(R, s);
+  Layer<T>& Lp = layers_[t];
+  DeviceBackend& b = *backend_;
+  const long long L = static_cast<long long>(L_);
+  const int dt = Lp.dim_target;
+  gB_.resize(L_ * Lp.dim_b);
+  Lp.product_linear.backward(*gk_, L, gh_.data(), Lp.dim_hidden, gB_.data(), Lp.dim_b, false,
+                             nullptr, s);
+  gA_.resize(L_ * dt);
+  SymConArgs sa = Lp.symcon_args(d_species_, L);
+  sa.B = gB_.data(), sa.gA = gA_.data();
+  b.launch(*k_symcon_bwd_, grid_for(L * Lp.C), s, sa);
+  gMl_.resize(L_ * dt);
+  b.launch(*k_permute_, grid_for(L * dt), s,
+           PermuteArgs{gA_.data(), gMl_.data(), Lp.d_from.data(), L, dt});
+  if (!Lp.sc_on_nodes) {
+    gtmp_.resize(L_ * dt);
+    b.copy(gtmp_.data(), gMl_.data(), L_ * dt * sizeof(T), s);
+    Lp.skip.backward(*gk_, L, gtmp_.data(), dt, gMl_.data(), dt, false, d_species_, s);
+  }
+  if (Lp.density) {
+    // Ml = Mlin / (1 + D): dE/dD = -<dE/dMl, Ml> / (1 + D), dE/dMlin = dE/dMl / (1 + D).
+    gdens_.resize(L_);
+    gk_->row_dot(dt_, RowDotArgs{gMl_.data(), Lp.Ml.data(), gdens_.data(), L, dt, dt, dt, -1, 0},
+                 s);
+    gk_->scale_rows(dt_, ScaleRowsArgs{gdens_.data(), Lp.dens.data(), L, 1, 1, 1}, s);
+    gk_->scale_rows(dt_, ScaleRowsArgs{gMl_.data(), Lp.dens.data(), L, dt, dt, 1}, s);
+  } else {
+    gk_->axpby(dt_, dt_, GenericKernels::vector(gMl_.data(), gMl_.data(), L * dt, Lp.inv_avg, 0),
+               s);
+  }
+  gMraw_.resize(L_ * Lp.dim_mid);
+  Lp.linear.backward(*gk_, L, gMl_.data(), dt, gMraw_.data(), Lp.dim_mid, false, nullptr, s);
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::edge_backward(int t, Stream s) {
+  Layer<T>& Lp = layers_[t];
+  DeviceBackend& b = *backend_;
+  const long long E = static_cast<long long>(E_);
+  ghu_.resize(t > 0 ? N_ * Lp.dim_edge : 0);
+  if (E_ == 0) {
+    // No edge: nothing reaches the senders (the convolution rejects a pass with no output).
+    ghu_.zero(s);
+    return;
+  }
+  gyT_.resize(E_ * Lp.dim_y);
+  gef_.resize(E_ * nb_);
+  const std::size_t batches = edges_.num_batches();
+  if (batches > 1 && t > 0) ghu_.zero(s);  // the batches add their grad_x
+  for (std::size_t bt = 0; bt < batches; ++bt) {
+    const auto [e0, r0, n] = edge_batch(bt);
+    if (n == 0) continue;
+    const T* w = keep_weights_ ? (apply_cutoff_ ? Lp.W.data() : Lp.Wf.data())
+                               : batch_weights(t, bt, wb_, wfb_, s);
+    const T* w_raw = keep_weights_ ? Lp.W.data() : wb_.data();
+    gw_.resize(n * Lp.numel);
+    ConvBuffers cb = conv_buffers(Lp, bt, w);
+    cb.grad_out = gMraw_.data() + r0 * Lp.dim_mid;
+    cb.grad_x = t > 0 ? ghu_.data() : nullptr;
+    cb.accumulate_grad_x = batches > 1;
+    cb.grad_y = gyT_.data() + e0 * Lp.dim_y;
+    cb.grad_w = gw_.data();
+    Lp.conv->run(s, Pass::kBackward, cb);
+    if (!apply_cutoff_) {
+      MaceCutArgs c{w_raw, nullptr, fc_.data() + e0, gw_.data(), gF_.data() + e0, n, Lp.numel};
+      b.launch(*k_cut_bwd_, grid_for(n), s, c);
+    }
+    Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+  }
+  {
+    AxpbyArgs a{};
+    a.x = gyT_.data(), a.y = gY_.data(), a.rows = E, a.cols = Lp.dim_y, a.ldx = Lp.dim_y;
+    a.ldy = nsh_, a.alpha = 1, a.beta = 1;
+    gk_->axpby(dt_, dg_, a, s);
+  }
+  AxpbyArgs ga{};
+  ga.x = gef_.data(), ga.y = gE_.data(), ga.rows = E, ga.cols = nb_, ga.ldx = nb_, ga.ldy = nb_;
+  ga.alpha = 1, ga.beta = 1;
+  gk_->axpby(dt_, dg_, ga, s);
+  if (Lp.density) {
+    grho_.resize(E_);
+    MaceDensityArgs d{};
+    d.rho = Lp.rho.data(), d.fc = apply_cutoff_ ? nullptr : fc_.data();
+    d.gdens = gdens_.data(), d.centre = edges_.centre.data(), d.grho = grho_.data();
+    d.gF = apply_cutoff_ ? nullptr : gF_.data(), d.num_edges = E;
+    b.launch(*k_dens_bwd_, grid_for(E), s, d);
+    Lp.density_mlp.backward(*gk_, E, grho_.data(), gef_.data(), s);
+    gk_->axpby(dt_, dg_, ga, s);
+  }
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::backward_tail(int t, GhostExchange* exchange, Stream s) {
+  Layer<T>& Lp = layers_[t];
+  const long long L = static_cast<long long>(L_);
+  if (exchange) exchange_reverse_rows(*backend_, ghu_.data(), N_, Lp.dim_edge, *exchange, s);
+  gh_prev_.resize(L_ * Lp.dim_in);
+  Lp.linear_up.backward(*gk_, L, ghu_.data(), Lp.dim_edge, gh_prev_.data(), Lp.dim_in, false,
+                        nullptr, s);
+  if (Lp.sc_on_nodes)
+    Lp.skip.backward(*gk_, L, gh_.data(), Lp.dim_hidden, gh_prev_.data(), Lp.dim_in, true,
+                     d_species_, s);
+  std::swap(gh_, gh_prev_);
+}
+
+template void MaceCuda<double, double>::backward_layers(GhostExchange*, Stream);
+template void MaceCuda<float, float>::backward_layers(GhostExchange*, Stream);
+template void MaceCuda<float, double>::backward_layers(GhostExchange*, Stream);
+
+}  // namespace clebsch::cuda::mace_cuda_detail

@@ -1,0 +1,205 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The internals of the CUDA MACE engine (mace_cuda_engine.h), shared by the files of its stages:
+// mace_cuda_engine.cpp (the model on the device, graph validation, the entry points and the
+// evaluation's sequence), mace_cuda_engine_forward.cpp (per layer: node inputs, radial MLP and
+// convolution batch by batch, linears, skip, symmetric contraction, readouts) and
+// mace_cuda_engine_backward.cpp (the same in reverse, down to the per-edge gradients). Each
+// stage's file instantiates MaceCuda<T, G> for the three precisions. Private to kernels/engine/.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/engine/conv_runner.h"
+#include "clebsch/cuda/engine/cuda_engine_base.h"
+#include "clebsch/cuda/nn/device_linear.h"
+#include "clebsch/cuda/nn/device_mlp.h"
+#include "clebsch/cuda/templates/mace_device_args.h"
+#include "clebsch/engine/mace_engine.h"
+
+namespace clebsch::cuda::mace_cuda_detail {
+
+template <class T>
+struct Layer {
+  explicit Layer(DeviceBackend& b)
+      : d_to(b),
+        d_from(b),
+        pair_factors(b),
+        pair_nu(b),
+        pair_b_base(b),
+        pair_b_stride(b),
+        pair_term_begin(b),
+        term_w_row(b),
+        term_coef(b),
+        weights(b),
+        hu(b),
+        W(b),
+        Wf(b),
+        rho(b),
+        dedge(b),
+        dens(b),
+        Ml(b),
+        A(b),
+        Yc(b) {}
+  bool sc_on_nodes = false, density = false;
+  DeviceLinear<T> linear_up, linear, product_linear, skip;
+  DeviceMlp<T> radial_mlp, density_mlp;
+  std::unique_ptr<ConvRunner> conv;
+  double inv_avg = 1;
+  int dim_in = 0, dim_edge = 0, dim_mid = 0, dim_target = 0, dim_hidden = 0, dim_y = 0;
+  int numel = 0, C = 0, D = 0, dim_b = 0, num_pairs = 0, num_w_rows = 0;
+  DeviceArray<int> d_to, d_from;  // mul_ir <-> [C][D] maps
+  DeviceArray<int> pair_factors, pair_nu, pair_b_base, pair_b_stride, pair_term_begin, term_w_row;
+  DeviceArray<T> term_coef, weights;
+  // Per call, kept from the forward for the backward.
+  DeviceArray<T> hu, W, Wf, rho, dedge, dens, Ml, A, Yc;
+
+  /// The symmetric contraction's tables on @p rows rows of A (this layer's), for either pass;
+  /// the caller sets B (and gA for the backward).
+  SymConArgs symcon_args(const int* species, long long rows) const {
+    SymConArgs sa{};
+    sa.A = A.data(), sa.species = species;
+    sa.pair_factors = pair_factors.data(), sa.pair_nu = pair_nu.data();
+    sa.pair_b_base = pair_b_base.data(), sa.pair_b_stride = pair_b_stride.data();
+    sa.pair_term_begin = pair_term_begin.data(), sa.term_w_row = term_w_row.data();
+    sa.term_coef = term_coef.data(), sa.weights = weights.data();
+    sa.rows = rows, sa.C = C, sa.D = D, sa.dim_b = dim_b, sa.num_pairs = num_pairs;
+    sa.num_w_rows = num_w_rows;
+    return sa;
+  }
+};
+
+template <class T>
+struct Readout {
+  explicit Readout(DeviceBackend& b) : z(b), a(b) {}
+  int layer = 0;
+  bool nonlinear = false;
+  DeviceLinear<T> linear, linear_2;
+  struct Act {
+    int c0, c1, kind;
+    double cst;
+  };
+  std::vector<Act> acts;
+  DeviceArray<T> z, a;
+
+  /// The width of the readout's output (its first value is the energy).
+  int dim_out() const { return (nonlinear ? linear_2 : linear).dim_out(); }
+  /// The activation @p act on @p rows rows of z (row stride linear.dim_out()), for either pass;
+  /// the caller sets the output (a) or the gradient (g).
+  ActArgs act_args(const Act& act, long long rows) {
+    ActArgs aa{};
+    aa.z = z.data(), aa.rows = rows, aa.ld = linear.dim_out(), aa.c0 = act.c0, aa.c1 = act.c1;
+    aa.kind = act.kind, aa.cst = act.cst, aa.out_scale = 1;
+    return aa;
+  }
+};
+
+template <class T, class G>
+class MaceCuda final : public CudaEngineBase<MaceEngine> {
+ public:
+  MaceCuda(const model::Model& model, Precision precision, const CudaEngineOptions& options);
+
+  std::vector<std::pair<std::string, double>> phase_seconds() const override { return phases_; }
+
+  void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
+  void compute_device(const DeviceAtomGraph& graph, const DeviceResult& result,
+                      GhostExchange* exchange, Stream stream) override;
+
+ private:
+  // Entry points and sequence (mace_cuda_engine.cpp).
+  void validate_indices(std::size_t num_local, std::size_t num_nodes, std::size_t num_edges,
+                        const int* species, const int* center, const int* neighbor,
+                        GhostExchange* exchange) const;
+  void validate_vectors(std::size_t num_edges, const int* species, const int* center,
+                        const int* neighbor, const double* vector) const;
+  void drop_kept_weights() override;
+  // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
+  void run(const int* d_species, const double* d_vector, double* atom_energy, double* edge_gradient,
+           GhostExchange* exchange, Stream s);
+
+  // Forward (mace_cuda_engine_forward.cpp): every layer and its readouts, into energy_acc_.
+  void forward_layers(GhostExchange* exchange, Stream s);
+  void prepare_layer(int t, GhostExchange* exchange, Stream s);
+  void layer_forward(int t, Stream s);
+  void node_forward(int t, Stream s);
+  // One readout of the layer just computed: its energy added to energy_acc_.
+  void readout_forward(Readout<T>& R, Stream s);
+
+  // Backward (mace_cuda_engine_backward.cpp): from the energies to gY_, gE_ and gF_.
+  void backward_layers(GhostExchange* exchange, Stream s);
+  void node_backward(int t, Stream s);
+  // One readout of the layer: its dE/dh added to gh_.
+  void readout_backward(Readout<T>& R, Stream s);
+  void edge_backward(int t, Stream s);
+  void backward_tail(int t, GhostExchange* exchange, Stream s);
+
+  // The weights of batch @p b of layer t into wb (and the cut ones into wfb); returns the
+  // convolution's weights.
+  const T* batch_weights(int t, std::size_t b, DeviceArray<T>& wb, DeviceArray<T>& wfb, Stream s) {
+    Layer<T>& Lp = layers_[t];
+    const EdgeBatch eb = edge_batch(b);
+    wb.resize(eb.n * Lp.numel);
+    Lp.radial_mlp.forward(*gk_, eb.n, ef_.data() + eb.e0 * nb_, wb.data(), s);
+    if (apply_cutoff_) return wb.data();
+    wfb.resize(eb.n * Lp.numel);
+    MaceCutArgs c{wb.data(), wfb.data(), fc_.data() + eb.e0, nullptr, nullptr, eb.n, Lp.numel};
+    backend_->launch(*k_cut_fwd_, grid_for(eb.n * Lp.numel), s, c);
+    return wfb.data();
+  }
+  // Layer Lp's convolution of batch @p batch with its weights @p w.
+  ConvBuffers conv_buffers(const Layer<T>& Lp, std::size_t batch, const T* w) const {
+    return batch_conv(batch, Lp.hu.data(), Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data(), Lp.dim_y,
+                      w);
+  }
+
+  // Profiling (CudaEngineOptions::profile): ends the current phase.
+  void phase(const std::string& name, Stream s) {
+    backend_->end_timing_phase(name);  // kernel timing's label (kernel_timing.h); no-op when off
+    if (!profile_) return;
+    backend_->synchronize(s);
+    const auto now = std::chrono::steady_clock::now();
+    phases_.emplace_back(name, std::chrono::duration<double>(now - mark_).count());
+    mark_ = now;
+  }
+  void start_phases() {
+    phases_.clear();
+    mark_ = std::chrono::steady_clock::now();
+  }
+  bool profile_ = false;
+  std::vector<std::pair<std::string, double>> phases_;
+  std::chrono::steady_clock::time_point mark_;
+
+  std::unique_ptr<DeviceModule> module_;
+  const DeviceKernel *k_geometry_, *k_gradient_, *k_cut_fwd_, *k_cut_bwd_, *k_dens_fwd_,
+      *k_dens_bwd_, *k_permute_, *k_symcon_fwd_, *k_symcon_bwd_, *k_energy_;
+  DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
+
+  // --- model ---
+  int S_ = 0, T_ = 0, nsh_ = 0, nb_ = 0;
+  bool apply_cutoff_ = true, zbl_ = false;
+  double scale_ = 1, shift_ = 0;
+  std::vector<double> r_max_pairs_;
+  std::vector<Layer<T>> layers_;
+  std::vector<Readout<T>> readouts_;
+  DeviceArray<T> hu0_table_, sc0_table_;
+  DeviceArray<double> e0_, d_r_max_pairs_;
+
+  // --- per call ---
+  DeviceArray<T> wb_, wfb_;  // several batches: one batch's weights (and cut weights)
+  DeviceArray<int> species_buf_, centre_buf_, neighbour_buf_;
+  DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
+  DeviceArray<unsigned long long> status_;
+  DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, Air_, B_, ones_;
+  DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gtmp_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_,
+      gy_, gz_;
+  DeviceArray<G> gY_, gE_, gF_;
+};
+
+}  // namespace clebsch::cuda::mace_cuda_detail
