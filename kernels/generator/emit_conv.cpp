@@ -16,7 +16,7 @@
 // (w = 1 and dw = 0 for an instruction without weights, which then has no gw).
 //
 // Three forms of the per-edge contractions, chosen per module (ScheduleOptions::loop_cg_above)
-// and pass (ScheduleOptions::matrix_cg):
+// and pass (ScheduleOptions::looped_cg_form):
 //   - unrolled (the default, every MACE/NequIP model with l <= 3): one multiply-add per CG entry
 //     with the coefficient as an immediate; fastest to run, but NVRTC's time grows much faster
 //     than the code: 55-60 s per module at l = 4, 3-6 min at l = 6, 20+ min at l = 7
@@ -49,9 +49,9 @@ ModuleEmitter::ModuleEmitter(const TpProblem& p, const Schedule& s)
     : p_(p), s_(s), looped_(uses_looped_cg(p, s.options)) {
   for (const PassSchedule& ps : s.passes) any_matrix_ |= ps.smem.m_offset >= 0;
   for (Pass pass : {Pass::kForward, Pass::kDoubleForward})
-    for (const Group& g : s.pass(pass).groups) forward_mma_ |= g.mma;
+    for (const Group& g : s.pass(pass).groups) forward_mma_ |= g.on_tensor_cores();
   for (const PassSchedule& ps : s.passes)
-    for (const Group& g : ps.groups) any_mma_ |= g.mma;
+    for (const Group& g : ps.groups) any_mma_ |= g.on_tensor_cores();
 }
 
 std::string ModuleEmitter::run() {

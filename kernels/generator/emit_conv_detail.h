@@ -186,7 +186,7 @@ class ModuleEmitter {
   const Schedule& s_;
   const bool looped_;
   bool any_matrix_ = false;
-  bool forward_mma_ = false;  // a (double) forward group on the tensor cores (Group::mma)
+  bool forward_mma_ = false;  // a (double) forward group on the tensor cores (Group::unit)
   bool any_mma_ = false;      // a group of any pass on the tensor cores
 };
 

@@ -15,7 +15,7 @@
 // form at l = 4 (forward 4.6 ms against 0.52 ms in float32) and only 3-4x faster than e3nn at
 // l = 5: it keeps l >= 5 compilable, not fast. The per-entry operand and table loads are the
 // cost. Looped modules use the matrix form (emit_conv_matrix.cpp) in every pass by default; the
-// looped form is what matrix_cg (and matrix_cg_double) false give.
+// looped form is what looped_cg_form (and looped_cg_form_double) kLooped give.
 #include "clebsch/cuda/generator/emit_conv_detail.h"
 
 namespace clebsch::cuda::emit_detail {

@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The matrix CG form's groups (ScheduleOptions::matrix_cg: every pass of a looped module), one
+// The matrix CG form's groups (ScheduleOptions::looped_cg_form: every pass of a looped module), one
 // output block each. Per edge and instruction the warp builds M(Y)_ik = sum_j C_ijk Y_j once in
 // its shared-memory scratch (tables kMj/kMc: the one or two j of each (i, k) and their C), and
 // each lane contracts it densely with its channel's operands: t_k = sum_i x_i M_ik forward (M by
@@ -70,7 +70,7 @@ void ModuleEmitter::emit_matrix_ops(Writer& w, const Group& g, bool sender, bool
   }
   // A sender group on the tensor cores also reads other lanes' channels (mma_pairs): the
   // edge's rows.
-  const bool rows = sender && g.mma;
+  const bool rows = sender && g.on_tensor_cores();
   emit_ops_struct(
       w, names,
       rows ? std::string("const real *xr, *wr, *gr") + (dbl ? ", *dxr, *dwr;" : ";") : "");
@@ -119,7 +119,7 @@ std::string ModuleEmitter::build_call(int n, int v, bool transposed, const std::
 // its channels.
 void ModuleEmitter::emit_matrix_receiver_group(Writer& w, const PassSchedule& ps, int gi) {
   const Group& g = ps.groups[gi];
-  if (g.mma) return emit_mma_receiver_group(w, ps, gi);
+  if (g.on_tensor_cores()) return emit_mma_receiver_group(w, ps, gi);
   const int nc = g.lane_channels, ob = g.out_blocks.at(0), d3 = p_.out()[ob].dim();
   group_comment(w, ps, g, gi);
   w("// matrix form, " + str(nc) + " channel(s) per lane");
@@ -230,8 +230,8 @@ void ModuleEmitter::emit_matrix_double_forward(Writer& w, const Group& g, int n,
 // a_i = sum_k M_ik g_k for its channels (grad_x, and grad_W = sum_i x_i a_i), and grad_Y comes
 // from the products w x_i g_k of the instruction's pairs, summed over the lane's channels in
 // registers and over the warp 32 pairs at a time (transposed reductions; on the tensor cores
-// in a Group::mma group) into P, contracted with C by lane j into the warp's grad_Y row gys
-// (the per-lane gy of the other forms is a one-value placeholder here).
+// in a group with Group::unit kTensorCores) into P, contracted with C by lane j into the warp's
+// grad_Y row gys (the per-lane gy of the other forms is a one-value placeholder here).
 void ModuleEmitter::emit_matrix_sender_group(Writer& w, const PassSchedule& ps, int gi) {
   const Group& g = ps.groups[gi];
   const int nc = g.lane_channels;
@@ -309,12 +309,13 @@ void ModuleEmitter::emit_matrix_sender_group(Writer& w, const PassSchedule& ps, 
             str(v) + ", " + gw_expr + ");");
       }
       // grad_Y last: a and a' are dead by then, which the pair products' registers reuse.
-      if (g.mma)
+      if (g.on_tensor_cores())
         emit_mma_pairs(w, g, n, v, dbl);
       else
         emit_shuffle_pairs(w, g, n, v, dbl);
       w("matrix_grad_y<" + str(d2) + ">(gys + " + str(gy_base[path.in2] + v * d2) + ", pp, kPptr" +
-        str(n) + (g.mma ? ", kPdense" : ", kPpair") + str(n) + ", kPc" + str(n) + ");");
+        str(n) + (g.on_tensor_cores() ? ", kPdense" : ", kPpair") + str(n) + ", kPc" + str(n) +
+        ");");
       w.close();
     }
   }

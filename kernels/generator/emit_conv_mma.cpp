@@ -1,6 +1,6 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The tensor-core variants of the matrix form (Group::mma, templates/conv_mma.cuh.in), float64
+// The tensor-core variants of the matrix form (Group::unit, templates/conv_mma.cuh.in), float64
 // on sm_80 and later: the (double) forward's out = A M with the channels as the rows of m8n8k4
 // DMMAs, each lane building its own B fragments of M(Y) in registers (no shared-memory M), and
 // the sender passes' grad_Y pair products P with the channels as the MMAs' k dimension, in place
@@ -9,7 +9,7 @@
 
 namespace clebsch::cuda::emit_detail {
 
-// Forward, float64 matrix group on the tensor cores (Group::mma): a warp covers 32 nc channels
+// Forward, float64 matrix group on the tensor cores (Group::unit): a warp covers 32 nc channels
 // as 4 nc row tiles of 8 (lane 4 r + q: channel 8 m + r of tile m, k-step entry i = 4 s + q of
 // A, C values k = 8 t + 2 q + h). Ops holds each lane's x entry per (in1 block, tile, k-step)
 // and W per (instruction, Y channel, tile); per instruction and Y channel the lane builds its
@@ -138,7 +138,7 @@ void ModuleEmitter::emit_mma_receiver_group(Writer& w, const PassSchedule& ps, i
   w.close("};");
 }
 
-// The same sum on the tensor cores (Group::mma): P_ik over the warp's 32 nc channels by
+// The same sum on the tensor cores (Group::unit): P_ik over the warp's 32 nc channels by
 // mma_pairs from the rows in memory, stored dense (i d3 + k) into pp by mma_store_pairs.
 // Double passes: P = sum_u (w dx_ui + dW x_ui) g_uk, A formed as it loads (mma_pairs_double).
 void ModuleEmitter::emit_mma_pairs(Writer& w, const Group& g, int n, int v, bool dbl) {

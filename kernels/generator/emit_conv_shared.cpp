@@ -78,9 +78,10 @@ void ModuleEmitter::emit_ops_struct(Writer& w, const std::vector<std::string>& n
 }
 
 // "static constexpr bool kPrefetch = ...;": whether the group's pass loop loads the next edge's
-// operands while computing the current one (Group::prefetch).
+// operands while computing the current one (Group::operand_load).
 void ModuleEmitter::emit_prefetch_constant(Writer& w, const Group& g) {
-  w(std::string("static constexpr bool kPrefetch = ") + (g.prefetch ? "true" : "false") + ";");
+  w(std::string("static constexpr bool kPrefetch = ") +
+    (g.operand_load == OperandLoad::kPrefetchNextEdge ? "true" : "false") + ";");
 }
 
 // In load(): the edge's rows of x and W (the double passes also dx and dW; the sender passes

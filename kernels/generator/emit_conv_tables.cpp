@@ -148,7 +148,8 @@ void ModuleEmitter::emit_matrix_tables(Writer& w) {
 bool ModuleEmitter::sender_mma_path(int n) const {
   for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
     for (const Group& g : s_.pass(pass).groups)
-      if (g.mma && std::find(g.paths.begin(), g.paths.end(), n) != g.paths.end()) return true;
+      if (g.on_tensor_cores() && std::find(g.paths.begin(), g.paths.end(), n) != g.paths.end())
+        return true;
   return false;
 }
 
