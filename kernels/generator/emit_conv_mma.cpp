@@ -1,10 +1,10 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The tensor-core variants of the matrix form (Group::unit, templates/conv_mma.cuh.in), float64
-// on sm_80 and later: the (double) forward's out = A M with the channels as the rows of m8n8k4
-// DMMAs, each lane building its own B fragments of M(Y) in registers (no shared-memory M), and
-// the sender passes' grad_Y pair products P with the channels as the MMAs' k dimension, in place
-// of the warp shuffles of emit_conv_matrix.cpp.
+// The tensor-core variants of the matrix form (Group::unit kTensorCores,
+// templates/conv_mma.cuh.in), float64 on sm_80 and later: the (double) forward's out = A M with the
+// channels as the rows of m8n8k4 DMMAs, each lane building its own B fragments of M(Y) in registers
+// (no shared-memory M), and the sender passes' grad_Y pair products P with the channels as the
+// MMAs' k dimension, in place of the warp shuffles of emit_conv_matrix.cpp.
 #include "clebsch/cuda/generator/emit_conv_detail.h"
 
 namespace clebsch::cuda::emit_detail {
