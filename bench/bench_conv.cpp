@@ -25,13 +25,13 @@
 #include <thread>
 #include <vector>
 
-#include "clebsch/cuda/generator/conv_shapes.h"
-#include "clebsch/o3/convolution.h"
 #include "clebsch/cuda/device/cuda_driver.h"
-#include "clebsch/cuda/generator/emit_conv.h"
-#include "clebsch/support/error.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/cuda/generator/emit_conv.h"
 #include "clebsch/cuda/generator/tp_launcher.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::cuda::bench {
 namespace {
@@ -55,8 +55,8 @@ struct Options {
   double copy_bandwidth = 0;
   std::string json_path;
   bool precompile = false;
-  bool coverage = false;  ///< --precompile: also the coverage shapes of the tests
-  bool ptxas_log = false; ///< --precompile: print ptxas's per-kernel resource lines
+  bool coverage = false;     ///< --precompile: also the coverage shapes of the tests
+  bool ptxas_log = false;    ///< --precompile: print ptxas's per-kernel resource lines
   bool cached_only = false;  ///< skip configurations whose module is not in the kernel cache
   bool group_times = false;  ///< also time each group kernel alone (json "group_times")
   /// Tuning knobs (--prefetch-registers, --loop-cg-above, --budget32, --budget64).
@@ -71,6 +71,13 @@ std::vector<std::string> split(const std::string& s) {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// The value of an --mma flag: 0 (never), 1 (register-limited groups) or 2 (always).
+TensorCoreUse tensor_core_use(const std::string& flag, const std::string& value) {
+  const int v = std::stoi(value);
+  if (v < 0 || v > 2) throw Error(flag + " takes 0, 1 or 2");
+  return static_cast<TensorCoreUse>(v);
 }
 
 Options parse(int argc, char** argv) {
@@ -144,9 +151,10 @@ Options parse(int argc, char** argv) {
     } else if (a == "--lane-registers-db64") {
       o.schedule.matrix_lane_registers_float64_double_backward = std::stoi(value());
     } else if (a == "--matrix-cg") {
-      o.schedule.matrix_cg = std::stoi(value()) != 0;
+      o.schedule.looped_cg_form = std::stoi(value()) != 0 ? CgForm::kMatrix : CgForm::kLooped;
     } else if (a == "--matrix-cg-double") {
-      o.schedule.matrix_cg_double = std::stoi(value()) != 0;
+      o.schedule.looped_cg_form_double =
+          std::stoi(value()) != 0 ? CgForm::kMatrix : CgForm::kLooped;
     } else if (a == "--forward-budget32") {
       o.schedule.forward_budget_float32 = std::stoi(value());
     } else if (a == "--budget32") {
@@ -158,26 +166,29 @@ Options parse(int argc, char** argv) {
     } else if (a == "--streams") {
       o.schedule.receiver_streams = std::stoi(value());
     } else if (a == "--receiver-longest-first") {
-      o.schedule.receiver_longest_first = std::stoi(value()) != 0;
+      o.schedule.receiver_launch_order =
+          std::stoi(value()) != 0 ? LaunchOrder::kLongestFirst : LaunchOrder::kGroupOrder;
     } else if (a == "--sender-streams") {
       o.schedule.sender_streams = std::stoi(value());
     } else if (a == "--mma-backward") {
-      o.schedule.mma_backward = std::stoi(value());
+      o.schedule.mma_backward = tensor_core_use(a, value());
     } else if (a == "--mma-double-backward") {
-      o.schedule.mma_double_backward = std::stoi(value());
+      o.schedule.mma_double_backward = tensor_core_use(a, value());
     } else if (a == "--mma") {
-      o.schedule.mma_float64 = std::stoi(value());
+      o.schedule.mma_float64 = tensor_core_use(a, value());
     } else if (a == "--mma-all-share") {
       o.schedule.mma_all_share = std::stod(value());
     } else if (a == "--mma-double-forward") {
-      o.schedule.mma_double_forward = std::stoi(value());
+      o.schedule.mma_double_forward = tensor_core_use(a, value());
     } else if (a == "--threads") {
       o.threads = std::stoi(value());
     } else {
       throw Error("unknown option " + a +
                   " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
-                  "--reps N --warmup N --verify-rows N --edge-factor F --seed N --copy-bandwidth B/s --json "
-                  "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N --matrix-cg 0|1 "
+                  "--reps N --warmup N --verify-rows N --edge-factor F --seed N --copy-bandwidth "
+                  "B/s --json "
+                  "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N "
+                  "--matrix-cg 0|1 "
                   "--matrix-cg-double 0|1 "
                   "--warps N --max-tile N --lane-channels N --lane-registers N "
                   "--lane-registers-df64 N --lane-registers-db64 N --forward-budget32 N "
@@ -307,8 +318,8 @@ class Buffer {
     out.reserve(idx.size() * dim);
     for (int r : idx) {
       if (dim)
-        CLEBSCH_CU_CHECK(MemcpyDtoH(tmp.data(), ptr_ + std::size_t(r) * dim * sizeof(T),
-                                    dim * sizeof(T)));
+        CLEBSCH_CU_CHECK(
+            MemcpyDtoH(tmp.data(), ptr_ + std::size_t(r) * dim * sizeof(T), dim * sizeof(T)));
       out.insert(out.end(), tmp.begin(), tmp.end());
     }
     return out;
@@ -357,8 +368,8 @@ double measure_copy_bandwidth() {
   Events ev;
   std::vector<double> t;
   for (int r = 0; r < 12; ++r)
-    t.push_back(ev.time_ms(
-        [&] { CLEBSCH_CU_CHECK(MemcpyDtoDAsync(b.ptr(), a.ptr(), bytes, nullptr)); }));
+    t.push_back(
+        ev.time_ms([&] { CLEBSCH_CU_CHECK(MemcpyDtoDAsync(b.ptr(), a.ptr(), bytes, nullptr)); }));
   std::sort(t.begin() + 2, t.end());
   return 2.0 * bytes / (t[2 + (t.size() - 2) / 2] * 1e-3);  // read + write
 }
@@ -415,11 +426,12 @@ json group_times(const Options& o, const TpLauncher& L, const ConvBuffers& b) {
       CLEBSCH_CU_CHECK(FuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f));
       const Timing t = time_op(o, [&] { L.run_group(nullptr, pass, b, int(g)); });
       rows.push_back({{"group", g},
-                      {"l", {p.in1()[std::size_t(path.in1)].l, p.in2()[std::size_t(path.in2)].l,
-                             p.out()[std::size_t(path.out)].l}},
+                      {"l",
+                       {p.in1()[std::size_t(path.in1)].l, p.in2()[std::size_t(path.in2)].l,
+                        p.out()[std::size_t(path.out)].l}},
                       {"paths", G.paths.size()},
                       {"lane_channels", G.lane_channels},
-                      {"mma", G.mma},
+                      {"mma", G.on_tensor_cores()},
                       {"live_values", G.live_values},
                       {"registers", regs},
                       {"local_bytes", local},
@@ -509,25 +521,26 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   r["from_cache"] = L.module().cubin().from_cache;
   r["problem_hash"] = L.problem().hash_hex();
   r["schedule"] = L.schedule().str();
-  r["schedule_options"] = {{"prefetch_registers", o.schedule.prefetch_registers},
-                           {"budget_float32", o.schedule.budget_float32},
-                           {"budget_float64", o.schedule.budget_float64},
-                           {"mma_float64", o.schedule.mma_float64},
-                           {"mma_all_share", o.schedule.mma_all_share},
-                           {"mma_double_forward", o.schedule.mma_double_forward},
-                           {"mma_backward", o.schedule.mma_backward},
-                           {"mma_double_backward", o.schedule.mma_double_backward},
-                           {"receiver_streams", o.schedule.receiver_streams},
-                           {"receiver_longest_first", o.schedule.receiver_longest_first},
-                           {"matrix_lane_registers_float64_double_forward",
-                            o.schedule.matrix_lane_registers_float64_double_forward},
-                           {"matrix_lane_registers_float64_double_backward",
-                            o.schedule.matrix_lane_registers_float64_double_backward},
-                           {"sender_streams", o.schedule.sender_streams}};
+  r["schedule_options"] = {
+      {"prefetch_registers", o.schedule.prefetch_registers},
+      {"budget_float32", o.schedule.budget_float32},
+      {"budget_float64", o.schedule.budget_float64},
+      {"mma_float64", static_cast<int>(o.schedule.mma_float64)},
+      {"mma_all_share", o.schedule.mma_all_share},
+      {"mma_double_forward", static_cast<int>(o.schedule.mma_double_forward)},
+      {"mma_backward", static_cast<int>(o.schedule.mma_backward)},
+      {"mma_double_backward", static_cast<int>(o.schedule.mma_double_backward)},
+      {"receiver_streams", o.schedule.receiver_streams},
+      {"receiver_longest_first", o.schedule.receiver_launch_order == LaunchOrder::kLongestFirst},
+      {"matrix_lane_registers_float64_double_forward",
+       o.schedule.matrix_lane_registers_float64_double_forward},
+      {"matrix_lane_registers_float64_double_backward",
+       o.schedule.matrix_lane_registers_float64_double_backward},
+      {"sender_streams", o.schedule.sender_streams}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {
     int n = 0;
-    for (const Group& g : ps.groups) n += g.prefetch;
+    for (const Group& g : ps.groups) n += g.operand_load == OperandLoad::kPrefetchNextEdge;
     prefetching[to_string(ps.pass)] = std::to_string(n) + "/" + std::to_string(ps.groups.size());
   }
   r["prefetching_groups"] = prefetching;
@@ -612,17 +625,16 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
     poison_all();
     L.run_double_backward(nullptr, b);
     std::vector<double> rggo(rows.size() * dout);
-    convolution_double_backward<double>(
-        tp, rsub, xh.data(), gather(yh, re, d2).data(), gather(wh, re, nw).data(), gh.data(),
-        dxh.data(), gather(dyh, re, d2).data(), gather(dwh, re, nw).data(), nullptr, nullptr,
-        nullptr, rggo.data());
+    convolution_double_backward<double>(tp, rsub, xh.data(), gather(yh, re, d2).data(),
+                                        gather(wh, re, nw).data(), gh.data(), dxh.data(),
+                                        gather(dyh, re, d2).data(), gather(dwh, re, nw).data(),
+                                        nullptr, nullptr, nullptr, rggo.data());
     check("double_backward.grad_grad_out", ggo.rows<T>(rows, dout), rggo);
     std::vector<double> rgx(rows.size() * d1), rgy(se.size() * d2), rgw(se.size() * nw);
     convolution_double_backward<double>(
-        tp, ssub, gather(x, rows, d1).data(), gather(yh, se, d2).data(),
-        gather(wh, se, nw).data(), gh.data(), gather(dx, rows, d1).data(),
-        gather(dyh, se, d2).data(), gather(dwh, se, nw).data(), rgx.data(), rgy.data(),
-        rgw.data(), nullptr);
+        tp, ssub, gather(x, rows, d1).data(), gather(yh, se, d2).data(), gather(wh, se, nw).data(),
+        gh.data(), gather(dx, rows, d1).data(), gather(dyh, se, d2).data(),
+        gather(dwh, se, nw).data(), rgx.data(), rgy.data(), rgw.data(), nullptr);
     check("double_backward.grad_x", gx.rows<T>(rows, d1), rgx);
     check("double_backward.grad_Y", gy.rows<T>(se, d2), rgy);
     check("double_backward.grad_W", gw.rows<T>(se, nw), rgw);
@@ -646,8 +658,12 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   auto record = [&](const std::string& op, double bytes, auto&& f) {
     const Timing t = time_op(o, f);
     const double floor_ms = bytes / bandwidth * 1e3;
-    times[op] = {{"median_ms", t.median}, {"min_ms", t.min}, {"max_ms", t.max},
-                 {"runs", t.runs}, {"floor_ms", floor_ms}, {"floor_bytes", bytes},
+    times[op] = {{"median_ms", t.median},
+                 {"min_ms", t.min},
+                 {"max_ms", t.max},
+                 {"runs", t.runs},
+                 {"floor_ms", floor_ms},
+                 {"floor_bytes", bytes},
                  {"time_over_floor", t.median / floor_ms}};
   };
   for (const std::string& op : o.ops) {
@@ -697,8 +713,8 @@ int main(int argc, char** argv) {
     std::printf("# %s, driver %d, NVRTC %s, copy bandwidth %.2f TB/s (measured, read+write)\n",
                 name, driver_version, nvrtc_version().c_str(), bw / 1e12);
     std::printf("%-15s %-7s %-13s %-5s %9s %9s %7s %9s %9s %7s %9s %9s %7s %10s %s\n", "problem",
-                "dtype", "mode", "check", "fwd ms", "floor", "x", "f+b ms", "floor", "x",
-                "dbl ms", "floor", "x", "extra MB", "max rel err");
+                "dtype", "mode", "check", "fwd ms", "floor", "x", "f+b ms", "floor", "x", "dbl ms",
+                "floor", "x", "extra MB", "max rel err");
     int failures = 0;
     for (const std::string& p : o.problems) {
       const ConvShape shape = benchmark_shape(p);
@@ -723,8 +739,11 @@ int main(int argc, char** argv) {
             r = d == DType::kFloat32 ? run_config<float>(o, shape, d, a, bw)
                                      : run_config<double>(o, shape, d, a, bw);
           } catch (const std::exception& e) {
-            r = {{"problem", p}, {"dtype", to_string(d)}, {"accumulation", to_string(a)},
-                 {"error", e.what()}, {"verify", "FAIL"}};
+            r = {{"problem", p},
+                 {"dtype", to_string(d)},
+                 {"accumulation", to_string(a)},
+                 {"error", e.what()},
+                 {"verify", "FAIL"}};
           }
           if (js) js << json{{"result", r}}.dump() << "\n";
           if (r["verify"] != "PASS") ++failures;

@@ -20,8 +20,7 @@ namespace {
 
 TpProblem small_problem(DType dtype, Accumulation acc) {
   return TpProblem::from_tensor_product(
-      conv_tensor_product(Irreps("2x0e+2x1o"), Irreps("0e+1o"), Irreps("2x0e+2x1o")), dtype,
-      acc);
+      conv_tensor_product(Irreps("2x0e+2x1o"), Irreps("0e+1o"), Irreps("2x0e+2x1o")), dtype, acc);
 }
 
 std::string emit(const TpProblem& p) {
@@ -30,10 +29,10 @@ std::string emit(const TpProblem& p) {
 
 TEST(EmitConv, IsDeterministic) {
   for (const auto& shape : test::test_shapes()) {
-    const TpProblem a = TpProblem::from_tensor_product(shape.tp, DType::kFloat64,
-                                                       Accumulation::kDeterministic);
-    const TpProblem b = TpProblem::from_tensor_product(shape.tp, DType::kFloat64,
-                                                       Accumulation::kDeterministic);
+    const TpProblem a =
+        TpProblem::from_tensor_product(shape.tp, DType::kFloat64, Accumulation::kDeterministic);
+    const TpProblem b =
+        TpProblem::from_tensor_product(shape.tp, DType::kFloat64, Accumulation::kDeterministic);
     EXPECT_EQ(emit(a), emit(b)) << shape.name;
   }
 }
@@ -47,8 +46,8 @@ TEST(EmitConv, FirstLineRecordsHashAndGeneratorVersion) {
 }
 
 TEST(EmitConv, NamesEveryInstructionAndEveryKernel) {
-  const TpProblem p = TpProblem::from_tensor_product(test::test_shapes()[0].tp,
-                                                     DType::kFloat32, Accumulation::kAtomic);
+  const TpProblem p = TpProblem::from_tensor_product(test::test_shapes()[0].tp, DType::kFloat32,
+                                                     Accumulation::kAtomic);
   const std::string src = emit(p);
   for (std::size_t n = 0; n < p.paths().size(); ++n)
     EXPECT_NE(src.find("// instruction " + std::to_string(n) + " " + p.paths()[n].description),
@@ -113,7 +112,7 @@ TEST(EmitConv, LoopedFormFollowsTheThreshold) {
   EXPECT_EQ(emit(p).find("kCgIjk"), std::string::npos);
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
-  looped.matrix_cg = false;
+  looped.looped_cg_form = CgForm::kLooped;
   const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   EXPECT_NE(src.find("// looped CG form"), std::string::npos);
   EXPECT_NE(src.find("#pragma unroll 1"), std::string::npos);
@@ -130,14 +129,14 @@ TEST(EmitConv, LoopedFormFollowsTheThreshold) {
       EXPECT_EQ(src.find("madd(" + emit_literal(e.c, DType::kFloat64) + ","), std::string::npos);
 }
 
-// The matrix CG form (ScheduleOptions::matrix_cg): in a looped module the forward and backward
-// passes build M(Y) in a shared-memory scratch the schedule reserves; the double passes too
-// unless matrix_cg_double is false; matrix_cg false keeps every pass looped.
+// The matrix CG form (ScheduleOptions::looped_cg_form): in a looped module the forward and
+// backward passes build M(Y) in a shared-memory scratch the schedule reserves; the double passes
+// too unless looped_cg_form_double is kLooped; looped_cg_form kLooped keeps every pass looped.
 TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   const TpProblem p = small_problem(DType::kFloat32, Accumulation::kDeterministic);
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
-  looped.matrix_cg_double = false;
+  looped.looped_cg_form_double = CgForm::kLooped;
   const Schedule s = schedule(p, DeviceLimits::h200(), looped);
   EXPECT_GE(s.pass(Pass::kForward).smem.m_offset, 0);
   EXPECT_GE(s.pass(Pass::kBackward).smem.m_offset, 0);
@@ -145,8 +144,9 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(s.pass(Pass::kDoubleBackward).smem.m_offset, -1);
   EXPECT_EQ(s.pass(Pass::kForward).smem.m_offset % 16, 0);
   const std::string src = emit_conv_module(p, s);
-  for (const char* what : {"build_matrix<", "matrix_apply<", "matrix_apply_transposed<",
-                           "matrix_grad_y<", "matrix_scratch<CfgForward>", "matrix_scratch<CfgBackward>"})
+  for (const char* what :
+       {"build_matrix<", "matrix_apply<", "matrix_apply_transposed<", "matrix_grad_y<",
+        "matrix_scratch<CfgForward>", "matrix_scratch<CfgBackward>"})
     EXPECT_NE(src.find(what), std::string::npos) << what;
   EXPECT_EQ(src.find("matrix_scratch<CfgDouble"), std::string::npos);
   for (std::size_t n = 0; n < p.paths().size(); ++n)
@@ -154,7 +154,7 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
       for (const char* t : {"kMj", "kMc", "kMTj", "kMTc", "kPptr", "kPpair", "kPc"})
         EXPECT_NE(src.find(t + std::to_string(n) + "["), std::string::npos) << t << n;
 
-  looped.matrix_cg = false;
+  looped.looped_cg_form = CgForm::kLooped;
   const Schedule plain = schedule(p, DeviceLimits::h200(), looped);
   EXPECT_EQ(plain.pass(Pass::kForward).smem.m_offset, -1);
   EXPECT_LT(plain.pass(Pass::kBackward).smem.bytes_per_warp,
@@ -163,10 +163,10 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(off.find("build_matrix"), std::string::npos);
   EXPECT_NE(off.find("kCgIjk"), std::string::npos);
 
-  // matrix_cg_double: the double passes build M(Y) and M(dY) too (twice the matrices of the
-  // single passes), and no pass is left to use the looped form's tables.
-  looped.matrix_cg = true;
-  looped.matrix_cg_double = true;
+  // looped_cg_form_double kMatrix: the double passes build M(Y) and M(dY) too (twice the matrices
+  // of the single passes), and no pass is left to use the looped form's tables.
+  looped.looped_cg_form = CgForm::kMatrix;
+  looped.looped_cg_form_double = CgForm::kMatrix;
   const Schedule all = schedule(p, DeviceLimits::h200(), looped);
   EXPECT_GE(all.pass(Pass::kDoubleForward).smem.m_offset, 0);
   EXPECT_GE(all.pass(Pass::kDoubleBackward).smem.m_offset, 0);
@@ -182,15 +182,16 @@ TEST(EmitConv, MatrixFormInTheForwardAndBackwardOfLoopedModules) {
   EXPECT_EQ(emit(p).find("build_matrix"), std::string::npos);
 }
 
-// With mma_float64 kMmaAlways a float64 forward in the matrix form runs on the tensor cores:
-// fragment-ordered M tables and DMMAs in the forward groups only (mma_double_forward kMmaNever);
-// float32 and kMmaNever keep the shared-memory M. mma_double_forward kMmaAlways puts the double
-// forward there too: B fragments of M(Y) and M(dY), A of w dx + dW x and of w x.
+// With mma_float64 TensorCoreUse::kAlways a float64 forward in the matrix form runs on the tensor
+// cores: fragment-ordered M tables and DMMAs in the forward groups only (mma_double_forward
+// TensorCoreUse::kNever); float32 and TensorCoreUse::kNever keep the shared-memory M.
+// mma_double_forward TensorCoreUse::kAlways puts the double forward there too: B fragments of M(Y)
+// and M(dY), A of w dx + dW x and of w x.
 TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
-  looped.mma_float64 = kMmaAlways;
-  looped.mma_double_forward = kMmaNever;
+  looped.mma_float64 = TensorCoreUse::kAlways;
+  looped.mma_double_forward = TensorCoreUse::kNever;
   const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
   const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   const auto forward = src.find("// ==== forward pass"), backward = src.find("// ==== backward");
@@ -204,10 +205,10 @@ TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
   for (std::size_t n = 0; n < p.paths().size(); ++n)
     if (!p.paths()[n].cg.empty())
       EXPECT_NE(src.find("kMFj" + std::to_string(n) + "["), std::string::npos) << n;
-  looped.mma_float64 = kMmaNever;
+  looped.mma_float64 = TensorCoreUse::kNever;
   EXPECT_EQ(emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped)).find("mma_f64(acc["),
             std::string::npos);
-  looped.mma_double_forward = kMmaAlways;
+  looped.mma_double_forward = TensorCoreUse::kAlways;
   const std::string dbl = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   const auto double_forward = dbl.find("// ==== double_forward");
   ASSERT_NE(double_forward, std::string::npos);
@@ -217,21 +218,21 @@ TEST(EmitConv, Float64ForwardMatrixGroupsEmitTensorCoreCode) {
   EXPECT_NE(dbl.find("const real x = madd(o.w", double_forward), std::string::npos);
   EXPECT_EQ(dbl.find("matrix_apply<", double_forward), std::string::npos);
   const TpProblem p32 = small_problem(DType::kFloat32, Accumulation::kDeterministic);
-  looped.mma_float64 = kMmaAlways;
+  looped.mma_float64 = TensorCoreUse::kAlways;
   EXPECT_EQ(emit_conv_module(p32, schedule(p32, DeviceLimits::h200(), looped)).find("kMFj"),
             std::string::npos);
 }
 
-// With mma_backward and mma_double_backward kMmaAlways every float64 sender group sums grad_Y's
-// pair products on the tensor cores: mma_pairs (double backward: mma_pairs_double) and the dense
-// P tables in the backward and double backward, no transposed reductions there, and no forward
-// fragment tables (kMF) when the forward stays SIMT.
+// With mma_backward and mma_double_backward TensorCoreUse::kAlways every float64 sender group sums
+// grad_Y's pair products on the tensor cores: mma_pairs (double backward: mma_pairs_double) and the
+// dense P tables in the backward and double backward, no transposed reductions there, and no
+// forward fragment tables (kMF) when the forward stays SIMT.
 TEST(EmitConv, Float64SenderGroupsSumThePairProductsOnTheTensorCores) {
   ScheduleOptions looped;
   looped.loop_cg_above = 0;
-  looped.mma_float64 = kMmaNever;
-  looped.mma_backward = kMmaAlways;
-  looped.mma_double_backward = kMmaAlways;
+  looped.mma_float64 = TensorCoreUse::kNever;
+  looped.mma_backward = TensorCoreUse::kAlways;
+  looped.mma_double_backward = TensorCoreUse::kAlways;
   const TpProblem p = small_problem(DType::kFloat64, Accumulation::kDeterministic);
   const std::string src = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   const auto backward = src.find("// ==== backward");
@@ -247,14 +248,14 @@ TEST(EmitConv, Float64SenderGroupsSumThePairProductsOnTheTensorCores) {
   for (std::size_t n = 0; n < p.paths().size(); ++n)
     if (!p.paths()[n].cg.empty())
       EXPECT_NE(src.find("kPdense" + std::to_string(n) + "["), std::string::npos) << n;
-  looped.mma_backward = kMmaNever;
-  looped.mma_double_backward = kMmaNever;
+  looped.mma_backward = TensorCoreUse::kNever;
+  looped.mma_double_backward = TensorCoreUse::kNever;
   const std::string off = emit_conv_module(p, schedule(p, DeviceLimits::h200(), looped));
   EXPECT_EQ(off.find("mma_pairs<"), std::string::npos);
   EXPECT_EQ(off.find("kPdense"), std::string::npos);
   EXPECT_NE(off.find("Transposed<", off.find("// ==== backward")), std::string::npos);
-  looped.mma_backward = kMmaAlways;
-  looped.mma_double_backward = kMmaAlways;
+  looped.mma_backward = TensorCoreUse::kAlways;
+  looped.mma_double_backward = TensorCoreUse::kAlways;
   const TpProblem p32 = small_problem(DType::kFloat32, Accumulation::kDeterministic);
   EXPECT_EQ(emit_conv_module(p32, schedule(p32, DeviceLimits::h200(), looped)).find("mma_pairs<"),
             std::string::npos);

@@ -16,11 +16,11 @@
 #include <sstream>
 #include <utility>
 
-#include "clebsch/o3/convolution.h"
 #include "clebsch/cuda/generator/emit_conv.h"
+#include "clebsch/cuda/generator/tp_launcher.h"
+#include "clebsch/o3/convolution.h"
 #include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "clebsch/cuda/generator/tp_launcher.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -47,8 +47,8 @@ class EmulatedModule {
     const auto at = src.find(decl);
     if (at == std::string::npos) throw Error("generated source lacks " + decl);
     src.replace(at, decl.size(), "");
-    dir_ = fs::temp_directory_path() /
-           ("clebsch-emulated-" + std::to_string(::getpid()) + "-" + tag);
+    dir_ =
+        fs::temp_directory_path() / ("clebsch-emulated-" + std::to_string(::getpid()) + "-" + tag);
     fs::create_directories(dir_);
     const fs::path cpp = dir_ / "module.cpp", so = dir_ / "module.so";
     std::ofstream(cpp) << read_text(CLEBSCH_EMULATION_SHIM) << src << kTail;
@@ -165,12 +165,10 @@ struct Case {
 
 std::string case_name(const Case& c) {
   return c.shape + (c.dtype == DType::kFloat32 ? "_f32" : "_f64") +
-         (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") +
-         (c.prefetch ? "" : "_noprefetch") + (c.looped ? "_looped" : "") +
-         (c.looped && !c.matrix ? "_nomatrix" : "") +
+         (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") + (c.prefetch ? "" : "_noprefetch") +
+         (c.looped ? "_looped" : "") + (c.looped && !c.matrix ? "_nomatrix" : "") +
          (c.looped && c.matrix && c.matrix_prefetch ? "_matrixprefetch" : "") +
-         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "") +
-         (c.mma ? "_mma" : "");
+         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "") + (c.mma ? "_mma" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -213,12 +211,13 @@ class Emulated : public ::testing::TestWithParam<Case> {
     so.warps_per_block = 2;
     if (!c.prefetch) so.prefetch_registers = 0;
     if (c.looped) so.loop_cg_above = 0;
-    so.matrix_cg = c.matrix;
+    so.looped_cg_form = c.matrix ? CgForm::kMatrix : CgForm::kLooped;
     if (c.matrix_prefetch) so.matrix_prefetch_registers = 1 << 20;
-    so.matrix_cg_double = c.matrix_double;
-    so.mma_float64 = c.mma ? kMmaAlways : kMmaNever;
-    so.mma_backward = c.mma ? kMmaAlways : kMmaNever;
-    so.mma_double_backward = so.mma_double_forward = c.mma ? kMmaAlways : kMmaNever;
+    so.looped_cg_form_double = c.matrix_double ? CgForm::kMatrix : CgForm::kLooped;
+    so.mma_float64 = c.mma ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
+    so.mma_backward = c.mma ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
+    so.mma_double_backward = so.mma_double_forward =
+        c.mma ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
@@ -236,8 +235,7 @@ class Emulated : public ::testing::TestWithParam<Case> {
     auto tx = test::cast<T>(x), ty = test::cast<T>(y), tw = test::cast<T>(w),
          tg = test::cast<T>(go), tdx = test::cast<T>(dx), tdy = test::cast<T>(dy),
          tdw = test::cast<T>(dw);
-    std::vector<T> out(n * tp.dim_out()), ggo(out.size()), gx(x.size()), gy(y.size()),
-        gw(w.size());
+    std::vector<T> out(n * tp.dim_out()), ggo(out.size()), gx(x.size()), gy(y.size()), gw(w.size());
     ConvBuffers b;
     b.num_senders = b.num_receivers = g.num_nodes;
     b.num_edges = static_cast<std::int64_t>(e);
@@ -248,9 +246,7 @@ class Emulated : public ::testing::TestWithParam<Case> {
     b.dx = tdx.data(), b.dy = tdy.data(), b.dw = tdw.data();
     b.out = out.data(), b.grad_x = gx.data(), b.grad_y = gy.data(), b.grad_w = gw.data();
     b.grad_grad_out = ggo.data();
-    auto poison_all = [&] {
-      poison(out), poison(ggo), poison(gx), poison(gy), poison(gw);
-    };
+    auto poison_all = [&] { poison(out), poison(ggo), poison(gx), poison(gy), poison(gw); };
 
     std::vector<double> ref(out.size());
     convolution_forward<double>(tp, edges, x.data(), y.data(), w.data(), ref.data());
@@ -341,17 +337,17 @@ std::vector<Case> cases() {
   // The matrix groups' prefetch of the next edge (off by default).
   v.push_back({"MaceLike", DType::kFloat32, Accumulation::kDeterministic, true, true, true, true});
   // The double passes looped behind a forward and backward in the matrix form
-  // (ScheduleOptions::matrix_cg_double false).
-  v.push_back({"NonUniform", DType::kFloat64, Accumulation::kDeterministic, true, true, true,
-               false, false});
-  v.push_back({"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, true, false,
+  // (ScheduleOptions::looped_cg_form_double kLooped).
+  v.push_back({"NonUniform", DType::kFloat64, Accumulation::kDeterministic, true, true, true, false,
                false});
+  v.push_back(
+      {"NequipLike", DType::kFloat32, Accumulation::kAtomic, true, true, true, false, false});
   // The float64 forward and the sender passes' grad_Y pair products on the tensor cores
   // (ScheduleOptions::mma_float64, mma_backward, mma_double_backward): both modes, partial
   // chunks and several multiplicities (NonUniform), instructions without weights and a Y
   // multiplicity of 2 (WeightlessMul2). Each MMA is two warp barriers here: few, small cases.
-  v.push_back({"NonUniform", DType::kFloat64, Accumulation::kAtomic, true, true, true, false,
-               true, true});
+  v.push_back(
+      {"NonUniform", DType::kFloat64, Accumulation::kAtomic, true, true, true, false, true, true});
   v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kDeterministic, true, true, true,
                false, true, true});
   v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kAtomic, true, true, true, false,

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/cuda/generator/emit_conv.h"
 #include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "clebsch/cuda/device/nvrtc_module.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -27,9 +27,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("clebsch-kernel-cache-test-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter_++));
+    path_ = fs::temp_directory_path() / ("clebsch-kernel-cache-test-" + std::to_string(::getpid()) +
+                                         "-" + std::to_string(counter_++));
     fs::remove_all(path_);
   }
   ~TempDir() {
@@ -69,9 +68,9 @@ ScheduleOptions options_of(const Case& c) {
   ScheduleOptions o;
   if (c.tensor_cores) {
     o.loop_cg_above = 0;
-    o.mma_float64 = kMmaAlways;
-    o.mma_backward = kMmaAlways;
-    o.mma_double_backward = o.mma_double_forward = kMmaAlways;
+    o.mma_float64 = TensorCoreUse::kAlways;
+    o.mma_backward = TensorCoreUse::kAlways;
+    o.mma_double_backward = o.mma_double_forward = TensorCoreUse::kAlways;
   }
   return o;
 }
@@ -111,7 +110,6 @@ TEST_P(CompilesToSm90, GeneratedModule) {
       EXPECT_NE(cubin.log.find("Compiling entry function '" + kernel_name(ps.pass, int(g)) + "'"),
                 std::string::npos)
           << kernel_name(ps.pass, int(g));
-
 }
 
 INSTANTIATE_TEST_SUITE_P(

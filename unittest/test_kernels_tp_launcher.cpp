@@ -8,10 +8,10 @@
 // the coverage shapes, float32 / float64, atomic / deterministic and sorted / shuffled receivers.
 #include <gtest/gtest.h>
 
+#include "clebsch/cuda/generator/tp_launcher.h"
 #include "clebsch/o3/convolution.h"
 #include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "clebsch/cuda/generator/tp_launcher.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -22,11 +22,11 @@ struct GpuCase {
   std::string shape;
   DType dtype;
   Accumulation acc;
-  bool sorted;  ///< receivers sorted (the neighbour-list order)
+  bool sorted;          ///< receivers sorted (the neighbour-list order)
   bool looped = false;  ///< every instruction looped (loop_cg_above 0): the matrix form and the
                         ///< looped double passes on small shapes
-  /// every float64 matrix group on the tensor cores: the forward (kMmaAlways) and the sender
-  /// passes' grad_Y pair products (mma_backward kMmaAlways, mma_double_backward)
+  /// every float64 matrix group on the tensor cores: the forward (TensorCoreUse::kAlways) and
+  /// the sender passes' grad_Y pair products (mma_backward kAlways, mma_double_backward)
   bool mma = false;
 };
 
@@ -106,7 +106,7 @@ class KernelVsHost : public ::testing::TestWithParam<GpuCase> {
     if (c.looped) so.loop_cg_above = 0;
     if (c.mma)
       so.mma_float64 = so.mma_double_forward = so.mma_backward = so.mma_double_backward =
-          kMmaAlways;
+          TensorCoreUse::kAlways;
     const TpLauncher launcher = TpLauncher::create(tp, c.dtype, c.acc, {}, so);
     const bool det = c.acc == Accumulation::kDeterministic;
     // Two draws: the kernels must compute the function on any input, not on one.
@@ -126,8 +126,8 @@ class KernelVsHost : public ::testing::TestWithParam<GpuCase> {
 
       // Backward.
       std::vector<double> rgx(n * tp.dim_in1()), rgy(e * tp.dim_in2()), rgw(e * tp.weight_numel());
-      convolution_backward<double>(tp, p.edges, p.x.data(), p.y.data(), p.w.data(),
-                                   p.g_out.data(), rgx.data(), rgy.data(), rgw.data());
+      convolution_backward<double>(tp, p.edges, p.x.data(), p.y.data(), p.w.data(), p.g_out.data(),
+                                   rgx.data(), rgy.data(), rgw.data());
       p.poison();
       launcher.run(nullptr, Pass::kBackward, p.b);
       EXPECT_EQ(launcher.take_status(nullptr), 0u);
@@ -240,9 +240,14 @@ TEST(LauncherStreams, OverlappedGroupsGiveTheBitsOfSerialGroups) {
     return bits;
   };
   const auto serial_bits = run(b);
-  const char* names[] = {"forward",           "double forward",          "backward grad_x",
-                         "backward grad_Y",   "backward grad_W",         "double backward grad_x",
-                         "double backward grad_Y", "double backward grad_W"};
+  const char* names[] = {"forward",
+                         "double forward",
+                         "backward grad_x",
+                         "backward grad_Y",
+                         "backward grad_W",
+                         "double backward grad_x",
+                         "double backward grad_Y",
+                         "double backward grad_W"};
   for (int rep = 0; rep < 3; ++rep) {
     const auto bits = run(a);
     for (std::size_t k = 0; k < bits.size(); ++k)
@@ -283,8 +288,8 @@ TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
   for (const char* name : {"high-l-5", "mace-large", "nequip-benzene"}) {
     const ConvShape shape = benchmark_shape(name);
     const TpProblem problem = TpProblem::from_tensor_product(
-        conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target),
-        DType::kFloat64, Accumulation::kDeterministic);
+        conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), DType::kFloat64,
+        Accumulation::kDeterministic);
     const Schedule s = schedule(problem, DeviceLimits::h200());
     for (const PassSchedule& ps : s.passes) {
       const int streams = ps.launch.streams;
@@ -331,7 +336,7 @@ TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
   }
 }
 
-// receiver_longest_first (the default): a receiver pass launches every group once, by
+// receiver_launch_order kLongestFirst (the default): a receiver pass launches every group once, by
 // non-increasing lane work (the chain of one grid row), round-robin over the streams in that
 // order, so that the largest l no longer starts last; the sender passes keep group order (their
 // waits need it), and so does every pass with the option off.
@@ -341,7 +346,7 @@ TEST(GroupOverlap, ReceiverGroupsLaunchLongestChainFirst) {
       conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), DType::kFloat64,
       Accumulation::kDeterministic);
   ScheduleOptions in_block_order;
-  in_block_order.receiver_longest_first = false;
+  in_block_order.receiver_launch_order = LaunchOrder::kGroupOrder;
   const Schedule s = schedule(problem, DeviceLimits::h200());
   const Schedule off = schedule(problem, DeviceLimits::h200(), in_block_order);
   EXPECT_EQ(s.str(), off.str()) << "launch-only";
@@ -394,8 +399,7 @@ TEST_P(LauncherChecks, BadEdgeIndicesAreReportedAndSkipped) {
 
 TEST_P(LauncherChecks, CanRunExplainsWhatIsMissing) {
   CLEBSCH_REQUIRE_GPU();
-  const TpLauncher launcher =
-      TpLauncher::create(shape_tp("MaceLike"), DType::kFloat32, GetParam());
+  const TpLauncher launcher = TpLauncher::create(shape_tp("MaceLike"), DType::kFloat32, GetParam());
   ConvBuffers b;
   b.num_senders = b.num_receivers = 4;
   b.num_edges = 8;

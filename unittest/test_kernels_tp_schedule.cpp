@@ -9,9 +9,9 @@
 #include <set>
 
 #include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/cuda/generator/tp_schedule.h"
 #include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "clebsch/cuda/generator/tp_schedule.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -42,9 +42,9 @@ TEST_P(ScheduleShapes, CoversEveryPathOnceAndRespectsTheBudget) {
                                                matrix_lane_registers(dtype, ps.pass, opt)))
           << to_string(ps.pass) << " " << g.lane_channels;
       if (matrix) EXPECT_EQ(g.out_blocks.size(), 1u);
-      const int pass_budget =
-          ps.pass == Pass::kForward && dtype == DType::kFloat32 ? opt.forward_budget_float32
-                                                                : budget;
+      const int pass_budget = ps.pass == Pass::kForward && dtype == DType::kFloat32
+                                  ? opt.forward_budget_float32
+                                  : budget;
       if (g.out_blocks.size() > 1) EXPECT_LE(g.live_values, pass_budget) << to_string(ps.pass);
       for (int o : g.out_blocks) {
         EXPECT_EQ(p.out()[o].mul, g.mul);
@@ -74,27 +74,28 @@ TEST_P(ScheduleShapes, CoversEveryPathOnceAndRespectsTheBudget) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BenchmarkShapes, ScheduleShapes,
-    ::testing::Combine(::testing::Values("mace-medium", "mace-large", "nequip-benzene",
-                                         "nequip-water", "high-l-4", "high-l-8"),
-                       ::testing::Values(DType::kFloat32, DType::kFloat64)),
-    [](const auto& info) {
-      std::string n = std::get<0>(info.param) +
-                      (std::get<1>(info.param) == DType::kFloat32 ? "_f32" : "_f64");
-      for (char& c : n)
-        if (c == '-') c = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(BenchmarkShapes, ScheduleShapes,
+                         ::testing::Combine(::testing::Values("mace-medium", "mace-large",
+                                                              "nequip-benzene", "nequip-water",
+                                                              "high-l-4", "high-l-8"),
+                                            ::testing::Values(DType::kFloat32, DType::kFloat64)),
+                         [](const auto& info) {
+                           std::string n =
+                               std::get<0>(info.param) +
+                               (std::get<1>(info.param) == DType::kFloat32 ? "_f32" : "_f64");
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
 
 TEST(Schedule, StrategyFollowsTheAccumulationMode) {
   const TensorProduct tp = test_shapes()[0].tp;
-  const Schedule a = schedule(
-      TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
-      DeviceLimits::h200());
-  const Schedule d = schedule(
-      TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kDeterministic),
-      DeviceLimits::h200());
+  const Schedule a =
+      schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
+               DeviceLimits::h200());
+  const Schedule d =
+      schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kDeterministic),
+               DeviceLimits::h200());
   EXPECT_TRUE(std::holds_alternative<WarpPerEdgeTile>(a.strategy));
   EXPECT_TRUE(std::holds_alternative<WarpPerNode>(d.strategy));
 }
@@ -126,7 +127,7 @@ TEST(Schedule, HighLMatrixGroupsTakeSeveralChannelsPerLane) {
     // The SIMT matrix form (the tensor cores' form is tested below): lanes hold whole
     // channels.
     ScheduleOptions simt;
-    simt.mma_float64 = kMmaNever;
+    simt.mma_float64 = TensorCoreUse::kNever;
     const Schedule s_simt = schedule(p, DeviceLimits::h200(), simt);
     const int f32 = d == DType::kFloat32;
     auto largest = [&](const Group& g) {
@@ -177,8 +178,8 @@ TEST(Schedule, Float64DoublePassesHaveTheirOwnLaneRegisterEstimate) {
       const Schedule s = schedule(p, DeviceLimits::h200());
       const Schedule f = schedule(p, DeviceLimits::h200(), fewer);
       int reduced = 0;
-      for (Pass pass : {Pass::kForward, Pass::kBackward, Pass::kDoubleForward,
-                        Pass::kDoubleBackward}) {
+      for (Pass pass :
+           {Pass::kForward, Pass::kBackward, Pass::kDoubleForward, Pass::kDoubleBackward}) {
         const std::vector<Group>&a = s.pass(pass).groups, &b = f.pass(pass).groups;
         ASSERT_EQ(a.size(), b.size());
         const bool own = d == DType::kFloat64 && pass == lowered;
@@ -186,14 +187,15 @@ TEST(Schedule, Float64DoublePassesHaveTheirOwnLaneRegisterEstimate) {
         for (std::size_t g = 0; g < a.size(); ++g) {
           if (!own) {
             EXPECT_EQ(a[g].lane_channels, b[g].lane_channels) << where << " " << g;
-            EXPECT_EQ(a[g].mma, b[g].mma) << where << " " << g;
+            EXPECT_EQ(a[g].on_tensor_cores(), b[g].on_tensor_cores()) << where << " " << g;
             continue;
           }
-          if (!a[g].mma && !b[g].mma) {
+          if (!a[g].on_tensor_cores() && !b[g].on_tensor_cores()) {
             EXPECT_LE(b[g].lane_channels, a[g].lane_channels) << where << " " << g;
             if (b[g].lane_channels > 1) EXPECT_LE(b[g].live_values * 2, 128) << where << " " << g;
           }
-          reduced += a[g].lane_channels != b[g].lane_channels || a[g].mma != b[g].mma;
+          reduced += a[g].lane_channels != b[g].lane_channels ||
+                     a[g].on_tensor_cores() != b[g].on_tensor_cores();
         }
       }
       if (d == DType::kFloat64)
@@ -236,17 +238,17 @@ TEST(Schedule, PassesSpreadTheirGroupsOverStreams) {
   EXPECT_NE(t.str(), s.str());
   // Never more streams than groups.
   const ConvShape medium = benchmark_shape("mace-medium");
-  const Schedule m = schedule(
-      TpProblem::from_tensor_product(
-          conv_tensor_product(medium.node_irreps, medium.edge_irreps, medium.target),
-          DType::kFloat32, Accumulation::kAtomic),
-      DeviceLimits::h200());
+  const Schedule m =
+      schedule(TpProblem::from_tensor_product(
+                   conv_tensor_product(medium.node_irreps, medium.edge_irreps, medium.target),
+                   DType::kFloat32, Accumulation::kAtomic),
+               DeviceLimits::h200());
   EXPECT_EQ(m.pass(Pass::kForward).launch.streams, 1);
 }
 
 // The float64 forward's matrix groups run on the tensor cores where the SIMT form's registers
-// cap a lane below max_lane_channels (kMmaRegisterLimited, the default), or every one
-// (kMmaAlways, or once the limited groups are mma_all_share of the pass);
+// cap a lane below max_lane_channels (TensorCoreUse::kRegisterLimited, the default), or every one
+// (TensorCoreUse::kAlways, or once the limited groups are mma_all_share of the pass);
 // lane_channels is bounded by the fragments' register estimate, and no other pass, type or
 // pre-sm_80 device uses them.
 TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
@@ -254,8 +256,8 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
   const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat64, Accumulation::kAtomic);
   ScheduleOptions never, always, share;
-  never.mma_float64 = kMmaNever;
-  always.mma_float64 = kMmaAlways;
+  never.mma_float64 = TensorCoreUse::kNever;
+  always.mma_float64 = TensorCoreUse::kAlways;
   share.mma_all_share = 0.15;
   const Schedule s = schedule(p, DeviceLimits::h200());
   const Schedule simt = schedule(p, DeviceLimits::h200(), never);
@@ -264,10 +266,10 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   int limited = 0;
   for (std::size_t b = 0; b < g.size(); ++b) {
     const bool capped = simt.pass(Pass::kForward).groups[b].lane_channels < 4;
-    EXPECT_EQ(g[b].mma, capped) << b;
+    EXPECT_EQ(g[b].on_tensor_cores(), capped) << b;
     limited += capped;
-    EXPECT_TRUE(all.pass(Pass::kForward).groups[b].mma);
-    if (!g[b].mma) continue;
+    EXPECT_TRUE(all.pass(Pass::kForward).groups[b].on_tensor_cores());
+    if (!g[b].on_tensor_cores()) continue;
     EXPECT_LE(g[b].live_values * 2, ScheduleOptions().mma_lane_registers);
     EXPECT_EQ(g[b].chunks, 4 / g[b].lane_channels);
     const int d3 = p.out()[std::size_t(g[b].out_blocks.at(0))].dim();
@@ -281,7 +283,7 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   // By default the limited ones only (40 of 215 at high-l-8, 12 of 154 at high-l-7), as measured
   // with the groups launched longest first; every group once they are a share of the pass.
   const Schedule shared = schedule(p, DeviceLimits::h200(), share);
-  for (const Group& h : shared.pass(Pass::kForward).groups) EXPECT_TRUE(h.mma);
+  for (const Group& h : shared.pass(Pass::kForward).groups) EXPECT_TRUE(h.on_tensor_cores());
   EXPECT_GE(limited, share.mma_all_share * double(g.size()));
   const ConvShape seven = benchmark_shape("high-l-7");
   const TpProblem p7 = TpProblem::from_tensor_product(
@@ -290,30 +292,30 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
   const Schedule s7 = schedule(p7, DeviceLimits::h200()),
                  s7_simt = schedule(p7, DeviceLimits::h200(), never);
   const std::vector<Group>&g7 = s7.pass(Pass::kForward).groups,
-                         &simt7 = s7_simt.pass(Pass::kForward).groups;
+        &simt7 = s7_simt.pass(Pass::kForward).groups;
   int limited7 = 0;
   for (std::size_t b = 0; b < g7.size(); ++b) {
-    EXPECT_EQ(g7[b].mma, simt7[b].lane_channels < 4) << "high-l-7 group " << b;
-    limited7 += g7[b].mma;
+    EXPECT_EQ(g7[b].on_tensor_cores(), simt7[b].lane_channels < 4) << "high-l-7 group " << b;
+    limited7 += g7[b].on_tensor_cores();
   }
   EXPECT_GT(limited7, 0);
   EXPECT_LT(limited7, ScheduleOptions().mma_all_share * double(g7.size()));
   // The double forward by its own option: by default its register-limited groups (no share
   // rule), which at l = 8 are more than the forward's (x, dx, W, dW per channel).
   ScheduleOptions double_never = never;
-  double_never.mma_double_forward = kMmaNever;
+  double_never.mma_double_forward = TensorCoreUse::kNever;
   const Schedule double_simt = schedule(p, DeviceLimits::h200(), double_never);
   const std::vector<Group>&d = s.pass(Pass::kDoubleForward).groups,
-                         &d_simt = double_simt.pass(Pass::kDoubleForward).groups;
+        &d_simt = double_simt.pass(Pass::kDoubleForward).groups;
   ASSERT_EQ(d.size(), d_simt.size());
   int on_double = 0;
   for (std::size_t b = 0; b < d.size(); ++b) {
-    EXPECT_FALSE(d_simt[b].mma);
-    EXPECT_EQ(d[b].mma, d_simt[b].lane_channels < 4) << "double forward group " << b;
+    EXPECT_FALSE(d_simt[b].on_tensor_cores());
+    EXPECT_EQ(d[b].on_tensor_cores(), d_simt[b].lane_channels < 4) << "double forward group " << b;
     // One 32-channel slice per warp is the least; more only within the register estimate.
-    if (d[b].mma && d[b].lane_channels > 1)
+    if (d[b].on_tensor_cores() && d[b].lane_channels > 1)
       EXPECT_LE(d[b].live_values * 2, ScheduleOptions().mma_lane_registers);
-    on_double += d[b].mma;
+    on_double += d[b].on_tensor_cores();
   }
   EXPECT_GT(on_double, limited);
   EXPECT_LT(on_double, int(d.size()));
@@ -323,16 +325,18 @@ TEST(Schedule, Float64ForwardMatrixGroupsUseTheTensorCores) {
        {schedule(p, volta, always), simt,
         schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
                  DeviceLimits::h200(), always)})
-    for (const Group& h : without.pass(Pass::kForward).groups) EXPECT_FALSE(h.mma);
+    for (const Group& h : without.pass(Pass::kForward).groups) EXPECT_FALSE(h.on_tensor_cores());
   ScheduleOptions double_always;
-  double_always.mma_double_forward = kMmaAlways;
+  double_always.mma_double_forward = TensorCoreUse::kAlways;
   for (const Schedule& without :
        {schedule(p, volta, double_always),
         schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
                  DeviceLimits::h200(), double_always)})
-    for (const Group& h : without.pass(Pass::kDoubleForward).groups) EXPECT_FALSE(h.mma);
+    for (const Group& h : without.pass(Pass::kDoubleForward).groups)
+      EXPECT_FALSE(h.on_tensor_cores());
   const Schedule double_all = schedule(p, DeviceLimits::h200(), double_always);
-  for (const Group& h : double_all.pass(Pass::kDoubleForward).groups) EXPECT_TRUE(h.mma);
+  for (const Group& h : double_all.pass(Pass::kDoubleForward).groups)
+    EXPECT_TRUE(h.on_tensor_cores());
 }
 
 // By default the float64 backward's and double backward's groups whose SIMT lanes would hold one
@@ -343,23 +347,25 @@ TEST(Schedule, Float64BackwardGroupsOfOneChannelPerLaneUseTheTensorCores) {
   const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
   const TpProblem p = TpProblem::from_tensor_product(tp, DType::kFloat64, Accumulation::kAtomic);
   ScheduleOptions never, every;
-  never.mma_backward = never.mma_double_backward = kMmaNever;
-  every.mma_backward = kMmaAlways;
-  every.mma_double_backward = kMmaAlways;
-  const Schedule s = schedule(p, DeviceLimits::h200()), simt = schedule(p, DeviceLimits::h200(), never);
+  never.mma_backward = never.mma_double_backward = TensorCoreUse::kNever;
+  every.mma_backward = TensorCoreUse::kAlways;
+  every.mma_double_backward = TensorCoreUse::kAlways;
+  const Schedule s = schedule(p, DeviceLimits::h200()),
+                 simt = schedule(p, DeviceLimits::h200(), never);
   const std::vector<Group>&g = s.pass(Pass::kBackward).groups,
-                         &g_simt = simt.pass(Pass::kBackward).groups;
+        &g_simt = simt.pass(Pass::kBackward).groups;
   ASSERT_EQ(g.size(), g_simt.size());
   int on = 0;
   for (std::size_t b = 0; b < g.size(); ++b) {
-    EXPECT_EQ(g[b].mma, g_simt[b].lane_channels == 1) << "block " << g[b].out_blocks.at(0);
+    EXPECT_EQ(g[b].on_tensor_cores(), g_simt[b].lane_channels == 1)
+        << "block " << g[b].out_blocks.at(0);
     EXPECT_GE(g[b].lane_channels, g_simt[b].lane_channels);
-    on += g[b].mma;
+    on += g[b].on_tensor_cores();
     // 8e x 8e -> 8e: the channel's x, grad_x sums, grad_out and W (52 values) beside 3 x 3
     // tiles of P (18 values) and one k-step's 6 fragments: still one channel per lane.
     const TpPath& path = p.paths()[std::size_t(g[b].paths.at(0))];
     if (p.in1()[path.in1].l == 8 && p.in2()[path.in2].l == 8 && p.out()[path.out].l == 8) {
-      EXPECT_TRUE(g[b].mma);
+      EXPECT_TRUE(g[b].on_tensor_cores());
       EXPECT_EQ(g[b].live_values, 52 + 24);
       EXPECT_EQ(g[b].lane_channels, 1);
     }
@@ -368,26 +374,26 @@ TEST(Schedule, Float64BackwardGroupsOfOneChannelPerLaneUseTheTensorCores) {
   EXPECT_LT(on, int(g.size())) << "blocks of several channels per lane keep the shuffles";
   // The double backward (x, dx, W, dW per channel) has more such groups than the backward.
   const std::vector<Group>&d = s.pass(Pass::kDoubleBackward).groups,
-                         &d_simt = simt.pass(Pass::kDoubleBackward).groups;
+        &d_simt = simt.pass(Pass::kDoubleBackward).groups;
   ASSERT_EQ(d.size(), d_simt.size());
   int on_double = 0;
   for (std::size_t b = 0; b < d.size(); ++b) {
-    EXPECT_EQ(d[b].mma, d_simt[b].lane_channels == 1 && d_simt[b].chunks > 1)
+    EXPECT_EQ(d[b].on_tensor_cores(), d_simt[b].lane_channels == 1 && d_simt[b].chunks > 1)
         << "block " << d[b].out_blocks.at(0);
-    on_double += d[b].mma;
+    on_double += d[b].on_tensor_cores();
   }
   EXPECT_GT(on_double, on);
   EXPECT_LT(on_double, int(d.size()));
   const Schedule all = schedule(p, DeviceLimits::h200(), every);
   for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
-    for (const Group& h : all.pass(pass).groups) EXPECT_TRUE(h.mma);
+    for (const Group& h : all.pass(pass).groups) EXPECT_TRUE(h.on_tensor_cores());
   DeviceLimits volta = DeviceLimits::h200();
   volta.sm_major = 7;
   const TpProblem p32 = TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic);
   for (const Schedule& without :
        {simt, schedule(p, volta, every), schedule(p32, DeviceLimits::h200(), every)})
     for (Pass pass : {Pass::kBackward, Pass::kDoubleBackward})
-      for (const Group& h : without.pass(pass).groups) EXPECT_FALSE(h.mma);
+      for (const Group& h : without.pass(pass).groups) EXPECT_FALSE(h.on_tensor_cores());
 }
 
 TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
@@ -411,18 +417,18 @@ TEST(Schedule, MaceGroupsGatherEachNodeFeatureOnce) {
 TEST(Schedule, NonUniformMultiplicitiesGetTheirOwnChunkCounts) {
   const TensorProduct tp = conv_tensor_product(Irreps("128x0e+64x1o+32x2e"), Irreps("0e+1o+2e"),
                                                Irreps("128x0e+64x1o+32x2e"));
-  const Schedule s = schedule(
-      TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
-      DeviceLimits::h200());
+  const Schedule s =
+      schedule(TpProblem::from_tensor_product(tp, DType::kFloat32, Accumulation::kAtomic),
+               DeviceLimits::h200());
   // Idle lanes only in partial chunks: 4 + 2 + 1 chunks, never 4 for every block.
   EXPECT_EQ(s.pass(Pass::kForward).units(), 7);
 }
 
 TEST(Schedule, ThrowsCapacityErrorWhenSharedMemoryDoesNotFitAndRetrySucceeds) {
   const ConvShape s = benchmark_shape("high-l-8");
-  const TpProblem p = TpProblem::from_tensor_product(
-      conv_tensor_product(s.node_irreps, s.edge_irreps, s.target), DType::kFloat64,
-      Accumulation::kAtomic);
+  const TpProblem p =
+      TpProblem::from_tensor_product(conv_tensor_product(s.node_irreps, s.edge_irreps, s.target),
+                                     DType::kFloat64, Accumulation::kAtomic);
   DeviceLimits small = DeviceLimits::h200();
   small.max_shared_per_block = 32 * 1024;
   ScheduleOptions o;

@@ -53,13 +53,12 @@ DeviceLimits query_device_limits() {
   return l;
 }
 
-TpLauncher::TpLauncher(const TpProblem& problem, const Schedule& schedule,
-                       CompileOptions options)
+TpLauncher::TpLauncher(const TpProblem& problem, const Schedule& schedule, CompileOptions options)
     : problem_(problem),
       schedule_(schedule),
       source_(emit_conv_module(problem, schedule)),
-      module_(build_module(source_, "clebsch_conv_" + problem.hash_hex() + ".cu", schedule,
-                           options)) {
+      module_(
+          build_module(source_, "clebsch_conv_" + problem.hash_hex() + ".cu", schedule, options)) {
   for (int p = 0; p < kNumPasses; ++p) {
     const Pass pass = static_cast<Pass>(p);
     const PassSchedule& ps = schedule_.pass(pass);
@@ -147,8 +146,7 @@ TpLauncher::TpLauncher(TpLauncher&& o) noexcept
 std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers& b) {
   auto fail = [&](const std::string& reason) { return to_string(pass) + " pass: " + reason; };
   const std::int64_t kMax = 2147483647;
-  if (b.num_senders < 0 || b.num_receivers < 0 || b.num_edges < 0)
-    return fail("negative count");
+  if (b.num_senders < 0 || b.num_receivers < 0 || b.num_edges < 0) return fail("negative count");
   if (b.num_senders > kMax || b.num_receivers > kMax || b.num_edges > kMax)
     return fail("counts above 2^31-1 (int32 indices)");
   const bool edges = b.num_edges > 0;
@@ -187,7 +185,7 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
   o.stream.resize(n);
   o.waits.resize(n);
   o.signals.assign(n, 0);
-  if (is_receiver_pass(ps.pass) && ps.launch.longest_first) {
+  if (is_receiver_pass(ps.pass) && ps.launch.order == LaunchOrder::kLongestFirst) {
     std::stable_sort(o.order.begin(), o.order.end(), [&](int a, int b) {
       return ps.groups[std::size_t(a)].lane_work > ps.groups[std::size_t(b)].lane_work;
     });
@@ -304,9 +302,8 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
   const GroupOverlap& overlap = overlaps_[static_cast<int>(pass)];
   const std::vector<CUevent>& events = group_events_[static_cast<int>(pass)];
   // Launches with no work (plan.num_launches == 0) use no stream.
-  const int streams = plan.num_launches > 0
-                          ? std::min(ps.launch.streams, int(side_streams_.size()) + 1)
-                          : 1;
+  const int streams =
+      plan.num_launches > 0 ? std::min(ps.launch.streams, int(side_streams_.size()) + 1) : 1;
   if (streams > 1) {
     // Fork: the side streams start after everything queued on the caller's stream (the clears).
     CLEBSCH_CU_CHECK(EventRecord(fork_, stream));
@@ -320,8 +317,8 @@ void TpLauncher::run(CUstream stream, Pass pass, const ConvBuffers& b) const {
     if (streams > 1)
       for (int before : overlap.waits[std::size_t(g)])
         CLEBSCH_CU_CHECK(StreamWaitEvent(st, events[std::size_t(before)], 0));
-    CLEBSCH_CU_CHECK(LaunchKernel(kernels[g], plan.grid_x, plan.grid_y(ps, g), 1, plan.threads,
-                                  1, 1, plan.shared_bytes, st, params, nullptr));
+    CLEBSCH_CU_CHECK(LaunchKernel(kernels[g], plan.grid_x, plan.grid_y(ps, g), 1, plan.threads, 1,
+                                  1, plan.shared_bytes, st, params, nullptr));
     if (streams > 1 && overlap.signals[std::size_t(g)])
       CLEBSCH_CU_CHECK(EventRecord(events[std::size_t(g)], st));
   }
@@ -341,9 +338,9 @@ void TpLauncher::run_group(CUstream stream, Pass pass, const ConvBuffers& b, int
                         " does not exist (" + std::to_string(plan.num_launches) + " groups)");
   ConvArgs args = plan.args;
   void* params[] = {&args};
-  CLEBSCH_CU_CHECK(LaunchKernel(functions_[static_cast<int>(pass)][std::size_t(group)],
-                                plan.grid_x, plan.grid_y(schedule_.pass(pass), group), 1,
-                                plan.threads, 1, 1, plan.shared_bytes, stream, params, nullptr));
+  CLEBSCH_CU_CHECK(LaunchKernel(functions_[static_cast<int>(pass)][std::size_t(group)], plan.grid_x,
+                                plan.grid_y(schedule_.pass(pass), group), 1, plan.threads, 1, 1,
+                                plan.shared_bytes, stream, params, nullptr));
 }
 
 void TpLauncher::run_double_backward(CUstream stream, const ConvBuffers& b) const {

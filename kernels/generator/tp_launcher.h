@@ -44,8 +44,8 @@ struct ConvBuffers {
   const void* dx = nullptr;        ///< double backward cotangents; null counts as zero
   const void* dy = nullptr;
   const void* dw = nullptr;
-  void* out = nullptr;            ///< forward
-  void* grad_x = nullptr;         ///< sender passes; null: not computed
+  void* out = nullptr;     ///< forward
+  void* grad_x = nullptr;  ///< sender passes; null: not computed
   void* grad_y = nullptr;
   void* grad_w = nullptr;
   void* grad_grad_out = nullptr;  ///< double forward
@@ -116,7 +116,8 @@ struct LaunchPlan {
 /// stream, and the result, bits included in deterministic mode, is that of one group after the
 /// other.
 struct GroupOverlap {
-  /// The launch order: every group once (LaunchConfig::longest_first, else 0, 1, ...).
+  /// The launch order: every group once (LaunchConfig::order: kLongestFirst by lane_work, else
+  /// 0, 1, ...).
   std::vector<int> order;
   std::vector<int> stream;
   std::vector<std::vector<int>> waits;

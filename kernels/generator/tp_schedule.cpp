@@ -29,10 +29,14 @@ int operand_values(Pass pass, const TpProblem& p, const std::vector<int>& paths,
   for (int n : paths)
     if (p.paths()[n].has_weight) weights += p.in2()[p.paths()[n].in2].mul;
   switch (pass) {
-    case Pass::kForward: return d1 + weights;
-    case Pass::kBackward: return d1 + weights + d_out;
-    case Pass::kDoubleForward: return 2 * (d1 + weights);
-    case Pass::kDoubleBackward: return 2 * (d1 + weights) + d_out;
+    case Pass::kForward:
+      return d1 + weights;
+    case Pass::kBackward:
+      return d1 + weights + d_out;
+    case Pass::kDoubleForward:
+      return 2 * (d1 + weights);
+    case Pass::kDoubleBackward:
+      return 2 * (d1 + weights) + d_out;
   }
   return 0;
 }
@@ -44,10 +48,14 @@ int live_values(Pass pass, const TpProblem& p, const std::set<int>& out, const s
   for (int a : in1) d1 += p.in1()[a].dim();
   for (int b : in2) d2 += p.in2()[b].mul * p.in2()[b].dim();
   switch (pass) {
-    case Pass::kForward: return d_out + d1 + d2 + max_d3;
-    case Pass::kBackward: return 2 * d1 + d_out + 2 * d2 + max_d3;
-    case Pass::kDoubleForward: return d_out + 2 * d1 + 2 * d2 + 2 * max_d3;
-    case Pass::kDoubleBackward: return 3 * d1 + d_out + 3 * d2 + 2 * max_d3;
+    case Pass::kForward:
+      return d_out + d1 + d2 + max_d3;
+    case Pass::kBackward:
+      return 2 * d1 + d_out + 2 * d2 + max_d3;
+    case Pass::kDoubleForward:
+      return d_out + 2 * d1 + 2 * d2 + 2 * max_d3;
+    case Pass::kDoubleBackward:
+      return 3 * d1 + d_out + 3 * d2 + 2 * max_d3;
   }
   return 0;
 }
@@ -72,7 +80,9 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
     g.chunks = (mul + kWarpSize - 1) / kWarpSize;
     g.live_values = live_values(pass, p, out, in1, in2);
     g.operand_values = operand_values(pass, p, g.paths, out, in1);
-    g.prefetch = g.operand_values * size_of(p.dtype()) / 4 <= prefetch_regs;
+    g.operand_load = g.operand_values * size_of(p.dtype()) / 4 <= prefetch_regs
+                         ? OperandLoad::kPrefetchNextEdge
+                         : OperandLoad::kCurrentEdge;
     groups.push_back(std::move(g));
     out.clear(), in1.clear(), in2.clear();
   };
@@ -142,8 +152,8 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
 // the column tiles; the double forward builds M(Y)'s and then M(dY)'s in the same registers);
 // lane_channels is the largest power of two (at most max_lane_channels and the 32-channel
 // chunks) within mma_lane_registers.
-void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int chunks32,
-                  int weights, bool dbl) {
+void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int chunks32, int weights,
+                  bool dbl) {
   const int tiles_k = (p.out()[std::size_t(g.out_blocks.at(0))].dim() + 7) / 8;
   int steps = 0, x_steps = 0;
   for (int a : g.in1_blocks) {
@@ -154,8 +164,8 @@ void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int ch
   auto values = [&](int nc) {
     return nc * 4 * (2 * tiles_k + x_steps + weights) + steps * tiles_k;
   };
-  g.mma = true;
-  g.prefetch = false;
+  g.unit = ContractionUnit::kTensorCores;
+  g.operand_load = OperandLoad::kCurrentEdge;
   const long long work_per_channel = g.lane_work / g.lane_channels;
   g.lane_channels = 1;
   while (2 * g.lane_channels <= std::min(o.max_lane_channels, chunks32) &&
@@ -176,18 +186,18 @@ void mma_channels(Group& g, const TpProblem& p, const ScheduleOptions& o, int ch
 std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOptions& o,
                                  const DeviceLimits& limits) {
   std::vector<Group> groups;
-  const int receiver_mma = pass == Pass::kForward         ? o.mma_float64
-                           : pass == Pass::kDoubleForward ? o.mma_double_forward
-                                                          : kMmaNever;
-  const bool mma = receiver_mma != kMmaNever && p.dtype() == DType::kFloat64 &&
-                   limits.sm_major >= 8;
+  const TensorCoreUse receiver_mma = pass == Pass::kForward         ? o.mma_float64
+                                     : pass == Pass::kDoubleForward ? o.mma_double_forward
+                                                                    : TensorCoreUse::kNever;
+  const bool mma =
+      receiver_mma != TensorCoreUse::kNever && p.dtype() == DType::kFloat64 && limits.sm_major >= 8;
   // Sender passes on the tensor cores: the backward's groups by mma_backward, the double
   // backward's by mma_double_backward.
-  const int sender_mma = is_receiver_pass(pass) || p.dtype() != DType::kFloat64 ||
-                                 limits.sm_major < 8
-                             ? kMmaNever
-                         : pass == Pass::kBackward ? o.mma_backward
-                                                   : o.mma_double_backward;
+  const TensorCoreUse sender_mma =
+      is_receiver_pass(pass) || p.dtype() != DType::kFloat64 || limits.sm_major < 8
+          ? TensorCoreUse::kNever
+      : pass == Pass::kBackward ? o.mma_backward
+                                : o.mma_double_backward;
   // Per group, what mma_channels() needs and whether the SIMT lanes are register-limited.
   struct MmaCandidate {
     int chunks32, weights;
@@ -231,8 +241,10 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     int per_lane = is_receiver_pass(pass) ? 0 : kWarpSize;
     g.lane_channels = lane_channels(per_lane);
     const bool one_of_several = g.lane_channels == 1 && std::min(o.max_lane_channels, chunks32) > 1;
-    g.mma = sender_mma == kMmaAlways || (sender_mma == kMmaRegisterLimited && one_of_several);
-    if (g.mma) {
+    if (sender_mma == TensorCoreUse::kAlways ||
+        (sender_mma == TensorCoreUse::kRegisterLimited && one_of_several))
+      g.unit = ContractionUnit::kTensorCores;
+    if (g.on_tensor_cores()) {
       per_lane = 0;
       for (int n : g.paths) {
         const TpPath& path = p.paths()[std::size_t(n)];
@@ -246,11 +258,13 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
     if (is_receiver_pass(pass))
       for (int n : g.paths) {
         const TpPath& path = p.paths()[std::size_t(n)];
-        g.lane_work += (long long)g.lane_channels * p.in2()[path.in2].mul *
-                       p.in1()[path.in1].dim() * d3;
+        g.lane_work +=
+            (long long)g.lane_channels * p.in2()[path.in2].mul * p.in1()[path.in1].dim() * d3;
       }
     g.operand_values = g.lane_channels * (operands + (is_receiver_pass(pass) ? 0 : d3));
-    g.prefetch = g.operand_values * regs <= o.matrix_prefetch_registers;
+    g.operand_load = g.operand_values * regs <= o.matrix_prefetch_registers
+                         ? OperandLoad::kPrefetchNextEdge
+                         : OperandLoad::kCurrentEdge;
     const bool limited = g.lane_channels < std::min(o.max_lane_channels, chunks32);
     groups.push_back(std::move(g));
     shape.push_back({chunks32, weights, limited});
@@ -259,9 +273,9 @@ std::vector<Group> matrix_groups(Pass pass, const TpProblem& p, const ScheduleOp
   std::size_t limited = 0;
   for (const MmaCandidate& c : shape) limited += c.register_limited;
   // The share rule was measured in the forward only.
-  const bool all = receiver_mma == kMmaAlways ||
-                   (pass == Pass::kForward &&
-                    double(limited) >= o.mma_all_share * double(groups.size()));
+  const bool all =
+      receiver_mma == TensorCoreUse::kAlways ||
+      (pass == Pass::kForward && double(limited) >= o.mma_all_share * double(groups.size()));
   for (std::size_t n = 0; n < groups.size(); ++n)
     if (all || shape[n].register_limited)
       mma_channels(groups[n], p, o, shape[n].chunks32, shape[n].weights, is_double_pass(pass));
@@ -291,15 +305,19 @@ bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options) {
 int matrix_lane_registers(DType dtype, Pass pass, const ScheduleOptions& options) {
   if (dtype != DType::kFloat64) return options.matrix_lane_registers;
   switch (pass) {
-    case Pass::kDoubleForward: return options.matrix_lane_registers_float64_double_forward;
-    case Pass::kDoubleBackward: return options.matrix_lane_registers_float64_double_backward;
-    default: return options.matrix_lane_registers_float64;
+    case Pass::kDoubleForward:
+      return options.matrix_lane_registers_float64_double_forward;
+    case Pass::kDoubleBackward:
+      return options.matrix_lane_registers_float64_double_backward;
+    default:
+      return options.matrix_lane_registers_float64;
   }
 }
 
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass) {
   const bool single = pass == Pass::kForward || pass == Pass::kBackward;
-  return options.matrix_cg && (single || options.matrix_cg_double) &&
+  return options.looped_cg_form == CgForm::kMatrix &&
+         (single || options.looped_cg_form_double == CgForm::kMatrix) &&
          uses_looped_cg(problem, options);
 }
 
@@ -309,8 +327,8 @@ int matrix_cg_buffer(const TpProblem& p) {
   int largest = 0;
   for (const TpPath& path : p.paths()) {
     const int d1 = p.in1()[path.in1].dim(), d3 = p.out()[path.out].dim();
-    largest = std::max({largest, d3 * matrix_cg_stride(d1, p.dtype()),
-                        d1 * matrix_cg_stride(d3, p.dtype())});
+    largest = std::max(
+        {largest, d3 * matrix_cg_stride(d1, p.dtype()), d1 * matrix_cg_stride(d3, p.dtype())});
   }
   return largest;
 }
@@ -321,10 +339,14 @@ std::string DeviceLimits::arch() const {
 
 std::string to_string(Pass pass) {
   switch (pass) {
-    case Pass::kForward: return "forward";
-    case Pass::kBackward: return "backward";
-    case Pass::kDoubleForward: return "double_forward";
-    case Pass::kDoubleBackward: return "double_backward";
+    case Pass::kForward:
+      return "forward";
+    case Pass::kBackward:
+      return "backward";
+    case Pass::kDoubleForward:
+      return "double_forward";
+    case Pass::kDoubleBackward:
+      return "double_backward";
   }
   return "?";
 }
@@ -333,9 +355,7 @@ std::string kernel_name(Pass pass, int group) {
   return "clebsch_conv_" + to_string(pass) + "_g" + std::to_string(group);
 }
 
-bool is_receiver_pass(Pass pass) {
-  return pass == Pass::kForward || pass == Pass::kDoubleForward;
-}
+bool is_receiver_pass(Pass pass) { return pass == Pass::kForward || pass == Pass::kDoubleForward; }
 
 bool is_double_pass(Pass pass) {
   return pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
@@ -351,9 +371,9 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
                   const ScheduleOptions& options) {
   if (options.warps_per_block < 1 ||
       options.warps_per_block * kWarpSize > limits.max_threads_per_block)
-    throw CapacityError("warps_per_block=" + std::to_string(options.warps_per_block) +
-                        " does not fit max_threads_per_block=" +
-                        std::to_string(limits.max_threads_per_block));
+    throw CapacityError(
+        "warps_per_block=" + std::to_string(options.warps_per_block) +
+        " does not fit max_threads_per_block=" + std::to_string(limits.max_threads_per_block));
   if (options.max_tile < 1 || options.max_tile_atomic < 1)
     throw Error("max_tile and max_tile_atomic must be >= 1");
   const int elem = size_of(problem.dtype());
@@ -381,12 +401,10 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     // target, so that several blocks still fit one multiprocessor.
     const bool with_gy = !is_receiver_pass(pass);
     const int row_bytes = std::max(1, dim2 * elem * (1 + with_dy + with_gy));
-    const int max_tile = problem.accumulation() == Accumulation::kAtomic
-                             ? options.max_tile_atomic
-                             : options.max_tile;
+    const int max_tile = problem.accumulation() == Accumulation::kAtomic ? options.max_tile_atomic
+                                                                         : options.max_tile;
     int tile = 1;
-    while (tile * 2 <= max_tile && tile * 2 * row_bytes <= options.staged_bytes_per_warp)
-      tile *= 2;
+    while (tile * 2 <= max_tile && tile * 2 * row_bytes <= options.staged_bytes_per_warp) tile *= 2;
     SharedMemoryPlan& sm = ps.smem;
     sm.tile = tile;
     sm.edge_offset = 0;
@@ -416,14 +434,13 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     lc.streams = std::clamp(
         int(ps.groups.size()), 1,
         std::max(1, is_receiver_pass(pass) ? options.receiver_streams : options.sender_streams));
-    lc.longest_first = is_receiver_pass(pass) && options.receiver_longest_first;
+    lc.order = is_receiver_pass(pass) ? options.receiver_launch_order : LaunchOrder::kGroupOrder;
     if (lc.shared_bytes > limits.max_shared_per_block)
-      throw CapacityError(to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
-                          " bytes of shared memory per block (" +
-                          std::to_string(options.warps_per_block) + " warps x " +
-                          std::to_string(sm.bytes_per_warp) + ") exceed the device's " +
-                          std::to_string(limits.max_shared_per_block) +
-                          "; retry with fewer warps per block");
+      throw CapacityError(
+          to_string(pass) + " pass: " + std::to_string(lc.shared_bytes) +
+          " bytes of shared memory per block (" + std::to_string(options.warps_per_block) +
+          " warps x " + std::to_string(sm.bytes_per_warp) + ") exceed the device's " +
+          std::to_string(limits.max_shared_per_block) + "; retry with fewer warps per block");
     s.passes.push_back(std::move(ps));
   }
   if (problem.accumulation() == Accumulation::kAtomic)
@@ -449,7 +466,7 @@ std::string Schedule::str() const {
     if (p.launch.streams > 1 && is_receiver_pass(p.pass))
       os << ", " << p.launch.streams << " streams";
     int mma = 0;
-    for (const Group& g : p.groups) mma += g.mma;
+    for (const Group& g : p.groups) mma += g.on_tensor_cores();
     if (mma > 0) os << ", " << mma << " mma groups";
   }
   return os.str();

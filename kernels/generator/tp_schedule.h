@@ -76,6 +76,23 @@ bool is_receiver_pass(Pass pass);
 /// The double passes take the cotangents dx, dY, dW beside x, Y, W.
 bool is_double_pass(Pass pass);
 
+/// How a group's pass loop gathers the per-edge operands (Group::operand_load).
+enum class OperandLoad {
+  /// Each edge's operands when the edge is computed.
+  kCurrentEdge,
+  /// The next edge's operands while the current one is computed (software pipelining: twice the
+  /// operand registers, one memory latency hidden per edge).
+  kPrefetchNextEdge
+};
+
+/// What runs a group's contractions (Group::unit).
+enum class ContractionUnit {
+  /// The SIMT lanes (fused multiply-adds, warp shuffles).
+  kSimt,
+  /// The float64 tensor cores (m8n8k4 DMMAs, templates/conv_mma.cuh.in).
+  kTensorCores
+};
+
 /// A set of output blocks (of one multiplicity) computed together, with the paths into them and
 /// the input blocks they read.
 struct Group {
@@ -95,19 +112,20 @@ struct Group {
   /// Matrix form, receiver passes: a lane's multiply-adds per edge (lane_channels times d1 d3
   /// summed over the instructions and Y channels), the length of one grid row's chain; 0 in
   /// the other forms and the sender passes (which launch in group order).
-  /// Launch-only (LaunchConfig::longest_first).
+  /// Launch-only (LaunchConfig::order).
   long long lane_work = 0;
   /// Per-edge gathered operands per lane (x, dx, W, dW and grad_out values of the group).
   int operand_values;
-  /// Load the next edge's operands while computing the current one (software pipelining:
-  /// twice the operand registers, one memory latency hidden per edge).
-  bool prefetch;
-  /// Matrix form on the float64 tensor cores. Forward (ScheduleOptions::mma_float64): a warp's
-  /// 32 lane_channels channels are 4 lane_channels row tiles of 8 for m8n8k4 MMAs, each lane
-  /// holding MMA fragments instead of whole channels. Sender passes
-  /// (ScheduleOptions::mma_backward, mma_double_backward): grad_Y's pair products summed over
-  /// the warp's channels by MMAs (the channels as their k dimension) instead of warp shuffles.
-  bool mma = false;
+  /// Whether the pass loop prefetches the next edge's operands.
+  OperandLoad operand_load;
+  /// kTensorCores: the matrix form on the float64 tensor cores. Forward
+  /// (ScheduleOptions::mma_float64): a warp's 32 lane_channels channels are 4 lane_channels row
+  /// tiles of 8 for m8n8k4 MMAs, each lane holding MMA fragments instead of whole channels.
+  /// Sender passes (ScheduleOptions::mma_backward, mma_double_backward): grad_Y's pair products
+  /// summed over the warp's channels by MMAs (the channels as their k dimension) instead of warp
+  /// shuffles.
+  ContractionUnit unit = ContractionUnit::kSimt;
+  bool on_tensor_cores() const { return unit == ContractionUnit::kTensorCores; }
 };
 
 /// Per-warp shared memory: byte offsets of the staged arrays and the total. dy_offset (double
@@ -119,6 +137,14 @@ struct SharedMemoryPlan {
   int edge_offset, sender_offset, receiver_offset, y_offset, dy_offset, gy_offset;
   int m_offset;
   int bytes_per_warp;
+};
+
+/// The order in which a pass's group kernels are launched (LaunchConfig::order).
+enum class LaunchOrder {
+  /// Group order (by output block).
+  kGroupOrder,
+  /// By descending Group::lane_work (receiver passes).
+  kLongestFirst
 };
 
 /// Launch shape of one kernel. The grid's x extent depends on the edge or node count and is
@@ -136,9 +162,10 @@ struct LaunchConfig {
   /// sender passes' streams are left out of Schedule::str(), which heads the module source,
   /// so that they do not change the kernel cache key.
   int streams = 1;
-  /// Receiver passes: launch the groups by descending Group::lane_work, round-robin over the
-  /// streams in that order (ScheduleOptions::receiver_longest_first); launch-only.
-  bool longest_first = false;
+  /// Receiver passes with kLongestFirst: launch the groups by descending Group::lane_work,
+  /// round-robin over the streams in that order (ScheduleOptions::receiver_launch_order);
+  /// launch-only.
+  LaunchOrder order = LaunchOrder::kGroupOrder;
 };
 
 /// The schedule of one pass.
@@ -151,8 +178,22 @@ struct PassSchedule {
   int units() const;
 };
 
-/// ScheduleOptions::mma_float64: which float64 forward matrix groups use the tensor cores.
-inline constexpr int kMmaNever = 0, kMmaRegisterLimited = 1, kMmaAlways = 2;
+/// ScheduleOptions::mma_float64 and the like: which float64 matrix groups of a pass use the tensor
+/// cores. The values are those of bench_conv's --mma flags.
+enum class TensorCoreUse {
+  kNever = 0,
+  /// The groups whose SIMT lanes are register-limited (the rule of each option).
+  kRegisterLimited = 1,
+  kAlways = 2
+};
+
+/// The form of a looped module's per-edge contractions (ScheduleOptions::looped_cg_form).
+enum class CgForm {
+  /// Loops over the CG tables.
+  kLooped,
+  /// M(Y) built per edge and instruction, contracted densely by each lane.
+  kMatrix
+};
 
 /// Tuning knobs; the defaults are the tuned values. The caller may retry with fewer warps when
 /// schedule() throws CapacityError.
@@ -162,10 +203,8 @@ struct ScheduleOptions {
   int budget_float32 = 72;
   int budget_float64 = 56;
   /// The forward pass's float32 budget when positive (budget_float32 otherwise): the forward
-  /// keeps no gradient partials, so larger groups (fewer x re-gathers) pay there. Measured on
-  /// the H200 (bench/NOTES.md, run 9): 128 took the deterministic forward of mace-large from
-  /// 2.16x to 1.97x of the byte floor and nequip-benzene from 2.65x to 2.35x; mace-medium and
-  /// nequip-water unchanged; atomic mace-large 3 % slower.
+  /// keeps no gradient partials, so larger groups (fewer x re-gathers) pay there (measured:
+  /// bench/NOTES.md run 9).
   int forward_budget_float32 = 128;
   /// Largest edge tile; smaller when the staged rows would not leave room for occupancy.
   /// Atomic mode prefers longer tiles: fewer rows are split between two tiles (two flushes).
@@ -175,132 +214,108 @@ struct ScheduleOptions {
   int prefetch_registers = 64;
   /// Target bytes of staged edge attributes per warp when choosing the tile.
   int staged_bytes_per_warp = 8192;
-  /// Looped CG form (emit_conv.cpp): when the module's largest instruction has more CG
+  /// Looped CG form (emit_conv_looped.cpp): when the module's largest instruction has more CG
   /// non-zeros than this, every instruction's per-edge contraction is emitted as a loop over a
   /// table of (i, j, k, C) entries instead of unrolled multiply-adds with the coefficients as
-  /// immediates. Unrolled bodies make NVRTC's time grow far faster than the code (high-l-6:
-  /// minutes per module; l >= 7: tens of minutes). The largest instruction of MACE and NequIP
-  /// models with l <= 3 has 42 non-zeros (nequip-benzene), so they stay unrolled; high-l-4 has
-  /// 97 and stays unrolled too: on the H200 its looped form ran 9x slower (forward float32
-  /// 4.6 ms against 0.52 ms unrolled, bench/NOTES.md) for a compile of ~20 s instead of ~60 s.
-  /// l >= 5 loops: unrolled, NVRTC takes 5 to 20+ minutes per module there.
+  /// immediates. Unrolled bodies make NVRTC's time grow far faster than the code, and the looped
+  /// form runs far slower: 100 keeps every MACE and NequIP model with l <= 3 (at most 42
+  /// non-zeros) and high-l-4 (97) unrolled and loops l >= 5, whose unrolled modules take NVRTC
+  /// many minutes (measured: bench/NOTES.md "High l" and run 5).
   /// -1: never loop; 0: loop every instruction (tests of the looped form on small problems).
   int loop_cg_above = 100;
-  /// Matrix CG form for the forward and backward passes of a looped module (emit_conv.cpp):
+  /// Matrix CG form for the forward and backward passes of a looped module (emit_conv_matrix.cpp):
   /// per edge and instruction the warp builds M(Y)_ik = sum_j C_ijk Y_j once in shared memory
   /// (it does not depend on the channel) and each lane contracts it densely with its channel's
   /// x (forward) or grad_out (backward); grad_Y sums the products x_i grad_out_k over the lanes
   /// first and contracts them with C once per edge. The double passes stay looped unless
-  /// matrix_cg_double. false: the looped form in every pass (A/B benchmarks, tests of the looped form).
-  bool matrix_cg = true;
-  /// With matrix_cg, the double passes in the matrix form too: per edge and instruction the warp
-  /// builds M(Y) and M(dY); the double forward sums (w dx + dW x) M(Y) + w x M(dY), the double
+  /// looped_cg_form_double is kMatrix too. kLooped: the looped form in every pass (A/B
+  /// benchmarks, tests of the looped form).
+  CgForm looped_cg_form = CgForm::kMatrix;
+  /// With looped_cg_form kMatrix, the double passes' form: kMatrix builds M(Y) and M(dY) per
+  /// edge and instruction; the double forward sums (w dx + dW x) M(Y) + w x M(dY), the double
   /// backward forms M(Y)^T g and M(dY)^T g per lane and grad_Y from the lane-summed products
-  /// (dW x_i + w dx_i) g_k. false: the double passes stay looped.
-  bool matrix_cg_double = true;
+  /// (dW x_i + w dx_i) g_k. kLooped: the double passes stay looped.
+  CgForm looped_cg_form_double = CgForm::kMatrix;
   /// Matrix form: the per-lane register estimate that bounds lane_channels (at most
-  /// max_lane_channels) of its single-block groups, in float32 and float64 modules. float64
-  /// takes up to twice the channels of 160 (H200, deterministic, 160 -> 224: high-l-6 forward
-  /// 4.86 -> 4.60 ms, f+b 33.9 -> 28.0; high-l-7 8.54 -> 8.24, f+b 66.6 -> 55.4): fewer M
-  /// builds and grad_Y reductions per channel. float32 stays at the measured 160.
+  /// max_lane_channels) of its single-block groups, in float32 and float64 modules. float64 takes
+  /// up to twice the channels of 160: fewer M builds and grad_Y reductions per channel (measured:
+  /// bench/NOTES.md run 10). float32 stays at the measured 160.
   int matrix_lane_registers = 160;
   int matrix_lane_registers_float64 = 224;
   /// The float64 estimates of the double passes, which hold x, dx, W and dW per channel. The
   /// double backward's is larger: more of its groups keep two or four channels per lane in SIMT
-  /// instead of one channel on the tensor cores' pair products. The double forward keeps 224: its
-  /// register-limited groups run on the tensor cores (mma_double_forward), which a larger
-  /// estimate would take back to spilling SIMT lanes. H200, deterministic double backward,
-  /// float64, ms (bench/NOTES.md, run 16), both 224 / both 256 / forward 224 and backward 256:
-  /// high-l-6 42.29-42.60 / 41.69-42.03 / 41.00, high-l-7 79.06-79.12 / 79.68-80.28 / 79.10;
-  /// both 256 at high-l-5 18.83 -> 18.07, high-l-8 146.84 -> 147.22. The atomic double backward
-  /// (run 17; at high l the faster mode) keeps 256 too, though its two-channel groups spill:
-  /// high-l-6 256 / 224 / 192: 39.15 / 40.50 / 41.69 ms, high-l-7 256 / 224: 71.68 / 70.80.
+  /// instead of one channel on the tensor cores' pair products, in both modes (measured:
+  /// bench/NOTES.md runs 16, 17). The double forward keeps 224: its register-limited groups run
+  /// on the tensor cores (mma_double_forward), which a larger estimate would take back to
+  /// spilling SIMT lanes.
   int matrix_lane_registers_float64_double_forward = 224;
   int matrix_lane_registers_float64_double_backward = 256;
   int max_lane_channels = 4;
   /// Matrix form: prefetch the next edge's operands when they take at most this many 32-bit
   /// registers. 0: never. Its groups already hold 128-255 registers per lane, so that the
   /// prefetch's extra operand registers cost warps: with the receiver groups overlapped on
-  /// streams, occupancy hides the latency better (H200, high-l-5 deterministic, with / without:
-  /// forward float32 1.257 / 1.044 ms, float64 2.293 / 2.062; f+b 7.95 / 7.65, 15.7 / 14.7).
+  /// streams, occupancy hides the latency better (measured: bench/NOTES.md run 10).
   int matrix_prefetch_registers = 0;
   /// Most streams a receiver pass's group kernels run on at once (LaunchConfig::streams). A
   /// high-l module has one kernel per output block (69 at l = 5) of one grid row of warps per
-  /// receiver each: on a 1,000-node graph each kernel fills 2 blocks per SM, and the longest
-  /// row sets its time. Overlapping the kernels lets the rows of one fill the others' tails
-  /// (H200, high-l-5 deterministic forward: float32 2.44 -> 1.24 ms, float64 3.49 -> 2.39).
+  /// receiver each, and the longest row sets its time: overlapping the kernels lets the rows of
+  /// one fill the others' tails (measured: bench/NOTES.md run 10).
   int receiver_streams = 8;
-  /// Launch a receiver pass's groups longest chain first (LaunchConfig::longest_first) rather
-  /// than in output-block order, which puts the largest l last: the longest rows then start
-  /// when the others are ending (list scheduling's tail). Launch-only. H200, deterministic,
-  /// N = 1,000 (bench/NOTES.md, run 15), forward off / on, ms: high-l-6 float32 2.079 / 1.920,
-  /// float64 4.550 / 3.894; high-l-8 6.692 / 6.363, 14.935 / 14.883. Receiver groups store
-  /// whole blocks of their own, so any order gives the same bits. Sender passes keep group
-  /// order: their module stores in the first group that writes a gradient block and adds in
-  /// the later ones (run 15 call 4: launched longest first, every check failed).
-  bool receiver_longest_first = true;
+  /// Launch a receiver pass's groups longest chain first (LaunchConfig::order) rather than in
+  /// output-block order, which puts the largest l last: the longest rows then start when the
+  /// others are ending (list scheduling's tail; measured: bench/NOTES.md run 15). Launch-only.
+  /// Receiver groups store whole blocks of their own, so any order gives the same bits. Sender
+  /// passes keep group order: their module stores in the first group that writes a gradient
+  /// block and adds in the later ones (run 15 tried them longest first: every check failed).
+  LaunchOrder receiver_launch_order = LaunchOrder::kLongestFirst;
   /// Most streams a sender pass's group kernels run on at once (LaunchConfig::streams): a
   /// sender group kernel holds one grid row of warps per sender, and the longest row sets its
-  /// time, as in the receiver passes; 1: one group after the other. H200, deterministic,
-  /// 1 -> 8 (bench/NOTES.md, run 13): high-l-8 f+b float32 49.8 -> 38.9 ms, float64 112.3 ->
-  /// 92.1; double backward 91.9 -> 78.1, 212.1 -> 177.6; high-l-6 f+b 14.8 -> 10.9, 27.7 -> 22.0.
-  /// Within 1 % either way on nequip-benzene, mace-large and nequip-water (N = 10,000), whose
-  /// group kernels are several waves each.
+  /// time, as in the receiver passes (measured: bench/NOTES.md run 13); 1: one group after the
+  /// other.
   int sender_streams = 8;
   /// Matrix form, float64 forward (sm_80 and later): the contraction out[c][k] += (w x)[c][i]
   /// M[i][k] on the tensor cores, m8n8k4 DMMAs with the channels as rows, x (times W) as A and
   /// M(Y) as B: each lane builds its own B entries in registers, so there is no shared-memory
   /// M, no barrier and one MMA instruction per 256 multiply-adds (padded to tiles of 4 i and
   /// 8 k). mma_lane_registers bounds lane_channels as matrix_lane_registers does.
-  /// kMmaNever, kMmaRegisterLimited (default) or kMmaAlways. Measured on the H200 (bench/NOTES.md,
-  /// run 12), deterministic forward, every group on the tensor cores against none: high-l-5
-  /// 2.487 against 1.967 ms, high-l-6 4.670 / 4.538, high-l-7 7.998 / 8.146, high-l-8
-  /// 14.566 / 16.377. The form pays where the SIMT form's registers cap a lane below
-  /// max_lane_channels (M is then built for fewer channels either way and the SIMT lanes spill),
-  /// so by default those groups use it, and every group once they are at least
-  /// mma_all_share of the forward's groups. Measured (runs 12, 13), register-limited only
-  /// against every group, groups launched in output-block order: high-l-7 (12 of 154 limited)
-  /// 7.75-7.78 against 8.01-8.06 ms, high-l-8 (40 of 215) 15.42-15.46 against 14.92-14.95.
-  /// With receiver_longest_first (run 15) the SIMT groups overlap better and the register-
-  /// limited rule wins at high-l-8 too: 13.90 against 15.04 ms. So the share is 1 (every
-  /// group only when every group is limited).
-  int mma_float64 = kMmaRegisterLimited;
+  /// kNever, kRegisterLimited (default) or kAlways. The form pays where the SIMT form's
+  /// registers cap a lane below max_lane_channels (M is then built for fewer channels either way
+  /// and the SIMT lanes spill), so by default those groups use it, and every group once they are
+  /// at least mma_all_share of the forward's groups. The share is 1 (every group only when every
+  /// group is limited): with the groups launched longest first the register-limited rule wins
+  /// even where every group had won in output-block order (measured: bench/NOTES.md runs 12, 13,
+  /// 15).
+  TensorCoreUse mma_float64 = TensorCoreUse::kRegisterLimited;
   /// The same for the double forward, (w dx + dW x) M(Y) + (w x) M(dY): dx and dW enter the A
-  /// fragments with x and W, M(Y)'s and M(dY)'s B fragments are built in turn. kMmaNever,
-  /// kMmaRegisterLimited (default: the groups whose SIMT lanes hold fewer than max_lane_channels
-  /// channels; the share rule is the forward's only) or kMmaAlways. H200 (bench/NOTES.md, run
-  /// 15), those groups' kernels alone, tensor cores against SIMT: high-l-8 35.8 against 44.4
-  /// ms (139 groups), high-l-6 7.9 against 8.8 (43); the whole double backward at high-l-5 and
-  /// -6 within 0.2 % of kMmaNever.
-  int mma_double_forward = kMmaRegisterLimited;
+  /// fragments with x and W, M(Y)'s and M(dY)'s B fragments are built in turn. kNever,
+  /// kRegisterLimited (default: the groups whose SIMT lanes hold fewer than max_lane_channels
+  /// channels, where the tensor cores won; the share rule is the forward's only) or kAlways
+  /// (measured: bench/NOTES.md run 15).
+  TensorCoreUse mma_double_forward = TensorCoreUse::kRegisterLimited;
   int mma_lane_registers = 160;
   double mma_all_share = 1.0;
   /// Matrix form, float64 backward (sm_80 and later): grad_Y's pair products P_ik = sum_u
   /// x_ui w_u g_uk summed over the warp's channels u on the tensor cores (m8n8k4 DMMAs, u as
   /// their k dimension, operands read from memory straight into fragments) instead of 32 pairs
   /// at a time in transposed warp reductions (a float64 shuffle is two 32-bit shuffles).
-  /// kMmaNever, kMmaRegisterLimited (default: the groups whose SIMT lanes hold one channel of a
-  /// block of several 32-channel chunks, where the reductions are the most per channel) or
-  /// kMmaAlways. Measured on the H200 (bench/NOTES.md, run 14), each group kernel alone,
-  /// tensor cores against shuffles: SIMT one channel per lane 19.0 -> 13.3 ms (high-l-8, 16
-  /// groups), and 26.2 -> 17.9 (28 groups, two channels per lane on the tensor cores); two
-  /// channels equal (36.0 / 36.3); four channels slower (7.2 -> 8.8).
-  int mma_backward = kMmaRegisterLimited;
+  /// kNever, kRegisterLimited (default: the groups whose SIMT lanes hold one channel of a
+  /// block of several 32-channel chunks, where the reductions are the most per channel and the
+  /// tensor cores won; with more channels per lane they broke even or lost) or kAlways
+  /// (measured: bench/NOTES.md run 14).
+  TensorCoreUse mma_backward = TensorCoreUse::kRegisterLimited;
   /// The same in the double backward, where P_ik = sum_u (w_u dx_ui + dW_u x_ui) g_uk: A is
-  /// formed as its fragments load, one sum as the SIMT lanes' (mma_pairs_double). The same
-  /// three values; the same rule by default. Run 14 summed dx by W and x by dW separately
-  /// (twice the MMAs) and lost in every class of group but one channel per lane, where it
-  /// broke even (high-l-8 double backward 168 -> 185 ms summed over the groups, kMmaAlways).
-  /// One sum (run 15), the rule's groups alone: high-l-8 120.5 against 130.6 ms (117 groups),
-  /// high-l-6 23.1 against 22.8 (32).
-  int mma_double_backward = kMmaRegisterLimited;
+  /// formed as its fragments load, one sum as the SIMT lanes' (mma_pairs_double; summing the two
+  /// products apart, twice the MMAs, lost). The same three values; the same rule by default
+  /// (measured: bench/NOTES.md runs 14, 15).
+  TensorCoreUse mma_double_backward = TensorCoreUse::kRegisterLimited;
 };
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).
 bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options);
 /// The matrix form's per-lane register estimate for @p dtype in @p pass (ScheduleOptions).
 int matrix_lane_registers(DType dtype, Pass pass, const ScheduleOptions& options);
-/// Whether @p pass of @p problem's modules uses the matrix CG form (ScheduleOptions::matrix_cg).
+/// Whether @p pass of @p problem's modules uses the matrix CG form
+/// (ScheduleOptions::looped_cg_form, looped_cg_form_double).
 bool uses_matrix_cg(const TpProblem& problem, const ScheduleOptions& options, Pass pass);
 /// Row length (elements) of an M matrix of the matrix CG form: d values (d1 in a row k of M,
 /// d3 in a row i of M^T) padded to 16 bytes, so that a lane reads a row with vector loads.
