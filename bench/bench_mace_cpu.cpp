@@ -1,16 +1,15 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// CPU benchmark of the MACE host engine (src/engine/mace_engine.h): energy + forces of one structure,
-// timed per atom-step. The structure comes from a small safetensors file (positions [N,3],
-// cell [3,3] rows = lattice vectors, species [N], fully periodic) written by bench_mace_cpu.py,
-// which also times mace-torch on the same structure and checks this program's forces against
-// it. Following the CUTLASS examples: an Options struct from the command line, a Result per
-// precision; the float64 result is checked first (forces must be the negative gradient: a
-// central finite difference along a random displacement), then every precision is warmed up
-// and timed, and the median is reported as JSON on stdout (and the float64 forces optionally
-// written as raw little-endian float64 [N,3] for the Python side to compare). Wall and CPU time
-// (all threads) are both reported: on a shared machine the first includes time other processes
-// held the cores.
+// CPU benchmark of the MACE host engine (src/engine/mace_engine.h): energy + forces of one
+// structure, timed per atom-step. The structure comes from a small safetensors file (positions
+// [N,3], cell [3,3] rows = lattice vectors, species [N], fully periodic) written by
+// bench_mace_cpu.py, which also times mace-torch on the same structure and checks this program's
+// forces against it. Following the CUTLASS examples: an Options struct from the command line, a
+// Result per precision; the float64 result is checked first (forces must be the negative gradient:
+// a central finite difference along a random displacement), then every precision is warmed up and
+// timed, and the median is reported as JSON on stdout (and the float64 forces optionally written as
+// raw little-endian float64 [N,3] for the Python side to compare). Wall and CPU time (all threads)
+// are both reported: on a shared machine the first includes time other processes held the cores.
 //
 //   bench_mace_cpu --model m.safetensors --structure s.safetensors [--precision fp64,fp32,mixed]
 //                  [--repeat 3] [--warmup 1] [--forces-out f.bin] [--no-check]
@@ -30,12 +29,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_structure.h"
 #include "clebsch/engine/engine.h"
-#include "clebsch/support/error.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/model/safetensors.h"
-#include "bench_structure.h"
+#include "clebsch/support/error.h"
 
 namespace {
 
@@ -44,9 +43,9 @@ using clebsch::EngineResult;
 using clebsch::MaceEngine;
 using clebsch::Precision;
 using clebsch::bench::Graph;
-using clebsch::bench::Structure;
 using clebsch::bench::neighbour_list;
 using clebsch::bench::read_structure;
+using clebsch::bench::Structure;
 
 struct Options {
   std::string model, structure, forces_out;
@@ -62,12 +61,18 @@ struct Options {
         if (i + 1 >= argc) throw clebsch::Error("option " + a + " needs a value");
         return argv[++i];
       };
-      if (a == "--model") o.model = next();
-      else if (a == "--structure") o.structure = next();
-      else if (a == "--forces-out") o.forces_out = next();
-      else if (a == "--repeat") o.repeat = std::stoi(next());
-      else if (a == "--warmup") o.warmup = std::stoi(next());
-      else if (a == "--no-check") o.check = false;
+      if (a == "--model")
+        o.model = next();
+      else if (a == "--structure")
+        o.structure = next();
+      else if (a == "--forces-out")
+        o.forces_out = next();
+      else if (a == "--repeat")
+        o.repeat = std::stoi(next());
+      else if (a == "--warmup")
+        o.warmup = std::stoi(next());
+      else if (a == "--no-check")
+        o.check = false;
       else if (a == "--precision") {
         o.precisions.clear();
         std::stringstream s(next());
@@ -129,8 +134,8 @@ double energy_displaced(MaceEngine& engine, const Structure& s, const Graph& g,
   for (std::size_t e = 0; e < g.center.size(); ++e)
     for (int k = 0; k < 3; ++k)
       vec[3 * e + k] += eps * (d[3 * g.neighbor[e] + k] - d[3 * g.center[e] + k]);
-  AtomGraph ag{s.n, s.n, s.species.data(), g.center.size(), g.center.data(), g.neighbor.data(),
-               vec.data()};
+  AtomGraph ag{
+      s.n, s.n, s.species.data(), g.center.size(), g.center.data(), g.neighbor.data(), vec.data()};
   EngineResult r;
   engine.compute(ag, r, nullptr);
   return r.energy;
@@ -152,8 +157,13 @@ int main(int argc, char** argv) try {
   out["neighbour_list_s"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - tn).count();
   out["edges"] = g.center.size();
-  const AtomGraph ag{s.n, s.n, s.species.data(), g.center.size(), g.center.data(),
-                     g.neighbor.data(), g.vector.data()};
+  const AtomGraph ag{s.n,
+                     s.n,
+                     s.species.data(),
+                     g.center.size(),
+                     g.center.data(),
+                     g.neighbor.data(),
+                     g.vector.data()};
 
   std::vector<double> forces_fp64;
   for (Precision p : opt.precisions) {
@@ -198,8 +208,9 @@ int main(int argc, char** argv) try {
         std::vector<double> d(3 * s.n);
         for (double& x : d) x = u(rng);
         const double eps = 1e-4;
-        const double fd = -(energy_displaced(engine, s, g, d, eps) -
-                            energy_displaced(engine, s, g, d, -eps)) / (2 * eps);
+        const double fd =
+            -(energy_displaced(engine, s, g, d, eps) - energy_displaced(engine, s, g, d, -eps)) /
+            (2 * eps);
         double an = 0;
         for (std::size_t k = 0; k < d.size(); ++k) an += forces[k] * d[k];
         const double rel = std::abs(fd - an) / std::max(1e-12, std::abs(an));

@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The CUDA MACE engine (kernels/engine/cuda_engine.h) on a GPU, checked against the host engine, then
-// timed. Following the CUTLASS examples: verify, then time.
+// The CUDA MACE engine (kernels/engine/cuda_engine.h) on a GPU, checked against the host engine,
+// then timed. Following the CUTLASS examples: verify, then time.
 //   1. Every MACE model of --models-dir (the exported_models fixture) and the bundled model, on a
 //      small rattled fcc cell: device fp64 / fp32 / mixed against the host engine at the same
 //      precision (max |dE|/atom, max |dF|), deterministic mode bitwise stable over two runs.
@@ -30,9 +30,9 @@
 
 #include "clebsch/cuda/device/cuda_driver.h"
 #include "clebsch/cuda/engine/cuda_engine.h"
-#include "clebsch/support/error.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch/support/error.h"
 
 namespace {
 
@@ -115,8 +115,9 @@ void neighbours(System& s, double cutoff) {
 }
 
 AtomGraph graph_of(const System& s) {
-  return AtomGraph{s.n(), s.n(), s.species.data(), s.center.size(), s.center.data(),
-                   s.neighbor.data(), s.vec.data()};
+  return AtomGraph{s.n(),           s.n(),           s.species.data(),
+                   s.center.size(), s.center.data(), s.neighbor.data(),
+                   s.vec.data()};
 }
 
 Vec forces(const System& s, const EngineResult& r) {
@@ -197,9 +198,9 @@ void check_model(const std::string& name, const model::Model& m,
     dev->compute(graph_of(s), a, nullptr);
     dev->compute(graph_of(s), b, nullptr);
     const Errors e = compare(s, a, ref);
-    const bool bitwise = a.energy == b.energy &&
-                         std::memcmp(a.edge_gradient.data(), b.edge_gradient.data(),
-                                     a.edge_gradient.size() * sizeof(double)) == 0;
+    const bool bitwise =
+        a.energy == b.energy && std::memcmp(a.edge_gradient.data(), b.edge_gradient.data(),
+                                            a.edge_gradient.size() * sizeof(double)) == 0;
     const double tol_e = p == Precision::kFloat64 ? 1e-10 : 1e-5;
     const double tol_f = p == Precision::kFloat64 ? 1e-10 : 1e-4;
     const bool pass = e.de_per_atom <= tol_e && e.df <= tol_f * std::max(1.0, e.fscale) && bitwise;
@@ -225,11 +226,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return std::string(argv[++i]); };
-    if (a == "--model") model_path = next();
-    else if (a == "--models-dir") models_dir = next();
-    else if (a == "--json") json_path = next();
-    else if (a == "--repeat") repeat = std::stoi(next());
-    else if (a == "--emulated") backend = cuda::make_emulated_backend();
+    if (a == "--model")
+      model_path = next();
+    else if (a == "--models-dir")
+      models_dir = next();
+    else if (a == "--json")
+      json_path = next();
+    else if (a == "--repeat")
+      repeat = std::stoi(next());
+    else if (a == "--emulated")
+      backend = cuda::make_emulated_backend();
     else if (a == "--sizes") {
       sizes.clear();
       std::stringstream ss(next());
@@ -240,8 +246,8 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) json.open(json_path);
   try {
     if (!backend) backend = cuda::make_cuda_backend(0);
-    std::cout << "device: " << backend->name()
-              << ", host threads: " << omp_get_max_threads() << std::endl;
+    std::cout << "device: " << backend->name() << ", host threads: " << omp_get_max_threads()
+              << std::endl;
     if (!models_dir.empty())
       for (const auto& f : std::filesystem::directory_iterator(models_dir)) {
         const std::string p = f.path().string();
@@ -267,9 +273,9 @@ int main(int argc, char** argv) {
           EngineResult r, r0;
           const double t = median_time(*dev, s, repeat, r, r0);
           const Errors e = compare(s, r, ref);
-          const bool bitwise = r.energy == r0.energy &&
-                               std::memcmp(r.edge_gradient.data(), r0.edge_gradient.data(),
-                                           r.edge_gradient.size() * sizeof(double)) == 0;
+          const bool bitwise =
+              r.energy == r0.energy && std::memcmp(r.edge_gradient.data(), r0.edge_gradient.data(),
+                                                   r.edge_gradient.size() * sizeof(double)) == 0;
           const double tol_e = p == Precision::kFloat64 ? 1e-10 : 1e-4;
           const double tol_f = p == Precision::kFloat64 ? 1e-10 : 1e-3;
           const bool pass = e.de_per_atom <= tol_e && e.df <= tol_f * std::max(1.0, e.fscale) &&
@@ -278,16 +284,17 @@ int main(int argc, char** argv) {
           line << "time bundled " << to_string(p) << (det ? " det   " : " atomic") << " atoms "
                << s.n() << " edges " << s.center.size() << " gpu " << fmt(t * 1e3) << " ms"
                << " host-fp64 " << fmt(t_host * 1e3) << " ms (x" << fmt(t_host / t)
-               << ") vs host fp64: |dE|/atom " << fmt(e.de_per_atom) << " max|dF| "
-               << fmt(e.df) << " bitwise-repeat " << (bitwise ? "yes" : "no") << " setup "
-               << fmt(t_build) << " s";
+               << ") vs host fp64: |dE|/atom " << fmt(e.de_per_atom) << " max|dF| " << fmt(e.df)
+               << " bitwise-repeat " << (bitwise ? "yes" : "no") << " setup " << fmt(t_build)
+               << " s";
           js << "{\"kind\":\"time\",\"precision\":\"" << to_string(p)
              << "\",\"deterministic\":" << (det ? "true" : "false") << ",\"atoms\":" << s.n()
              << ",\"edges\":" << s.center.size() << ",\"gpu_ms\":" << t * 1e3
-             << ",\"host_fp64_ms\":" << t_host * 1e3 << ",\"host_threads\":"
-             << omp_get_max_threads() << ",\"dE_per_atom_vs_fp64\":" << e.de_per_atom
-             << ",\"max_dF_vs_fp64\":" << e.df << ",\"bitwise_repeat\":"
-             << (bitwise ? "true" : "false") << ",\"setup_s\":" << t_build << "}";
+             << ",\"host_fp64_ms\":" << t_host * 1e3
+             << ",\"host_threads\":" << omp_get_max_threads()
+             << ",\"dE_per_atom_vs_fp64\":" << e.de_per_atom << ",\"max_dF_vs_fp64\":" << e.df
+             << ",\"bitwise_repeat\":" << (bitwise ? "true" : "false") << ",\"setup_s\":" << t_build
+             << "}";
           report(line.str(), js.str(), pass);
         }
       // Where the time goes: one profiled call per precision (phases synchronised).

@@ -16,8 +16,8 @@ using namespace LAMMPS_NS;
 void ClebschInfo::command(int narg, char **arg)
 {
   if (narg > 1) error->all(FLERR, "Illegal clebsch_info command: expected at most one argument");
-  std::string line = fmt::format("Clebsch {}: native MACE/NequIP, l <= {}\n", CLEBSCH_VERSION,
-                                 clebsch::kMaxL);
+  std::string line =
+      fmt::format("Clebsch {}: native MACE/NequIP, l <= {}\n", CLEBSCH_VERSION, clebsch::kMaxL);
   if (narg == 1) {
     // Parsing an irreps string through the core library proves the plugin links it correctly,
     // and gives users a quick way to check an irreps specification.

@@ -13,60 +13,64 @@
 namespace clebsch {
 namespace {
 
-using Factory = void* (*)(const void*, int, int, int, long long, char*, std::size_t);
+  using Factory = void *(*) (const void *, int, int, int, long long, char *, std::size_t);
 
-std::string plugin_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&plugin_directory), &info) && info.dli_fname) {
-    const std::string path = info.dli_fname;
-    const auto slash = path.find_last_of('/');
-    if (slash != std::string::npos) return path.substr(0, slash);
-  }
-  return ".";
-}
-
-// Opened once per process and never closed: engines made by it live until the plugin unloads.
-Factory factory() {
-  static Factory f = nullptr;
-  if (f) return f;
-  std::vector<std::string> candidates;
-  if (const char* env = std::getenv("CLEBSCH_CUDA_LIBRARY"); env && *env) {
-    candidates.push_back(env);
-  } else {
-    const std::string dir = plugin_directory();
-    candidates.push_back(dir + "/libclebsch_cuda.so");
-    candidates.push_back(dir + "/../kernels/libclebsch_cuda.so");
-    candidates.push_back("libclebsch_cuda.so");
-  }
-  std::string tried;
-  for (const std::string& c : candidates) {
-    void* h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      const char* why = dlerror();
-      tried += "\n  " + c + ": " + (why ? why : "not found");
-      continue;
+  std::string plugin_directory()
+  {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void *>(&plugin_directory), &info) && info.dli_fname) {
+      const std::string path = info.dli_fname;
+      const auto slash = path.find_last_of('/');
+      if (slash != std::string::npos) return path.substr(0, slash);
     }
-    f = reinterpret_cast<Factory>(dlsym(h, "clebsch_cuda_create_engine_v2"));
-    if (!f)
-      throw std::runtime_error("device gpu: " + c + " has no clebsch_cuda_create_engine_v2 (a "
-                               "library of another version? rebuild it with the plugin)");
-    return f;
+    return ".";
   }
-  throw std::runtime_error(
-      "device gpu: cannot load the CUDA engine library libclebsch_cuda.so (it needs the CUDA "
-      "toolkit's NVRTC library); tried:" + tried +
-      "\nSet CLEBSCH_CUDA_LIBRARY to its full path, or use device cpu");
-}
 
-}  // namespace
+  // Opened once per process and never closed: engines made by it live until the plugin unloads.
+  Factory factory()
+  {
+    static Factory f = nullptr;
+    if (f) return f;
+    std::vector<std::string> candidates;
+    if (const char *env = std::getenv("CLEBSCH_CUDA_LIBRARY"); env && *env) {
+      candidates.push_back(env);
+    } else {
+      const std::string dir = plugin_directory();
+      candidates.push_back(dir + "/libclebsch_cuda.so");
+      candidates.push_back(dir + "/../kernels/libclebsch_cuda.so");
+      candidates.push_back("libclebsch_cuda.so");
+    }
+    std::string tried;
+    for (const std::string &c : candidates) {
+      void *h = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!h) {
+        const char *why = dlerror();
+        tried += "\n  " + c + ": " + (why ? why : "not found");
+        continue;
+      }
+      f = reinterpret_cast<Factory>(dlsym(h, "clebsch_cuda_create_engine_v2"));
+      if (!f)
+        throw std::runtime_error("device gpu: " + c +
+                                 " has no clebsch_cuda_create_engine_v2 (a "
+                                 "library of another version? rebuild it with the plugin)");
+      return f;
+    }
+    throw std::runtime_error(
+        "device gpu: cannot load the CUDA engine library libclebsch_cuda.so (it needs the CUDA "
+        "toolkit's NVRTC library); tried:" +
+        tried + "\nSet CLEBSCH_CUDA_LIBRARY to its full path, or use device cpu");
+  }
 
-std::unique_ptr<Engine> load_cuda_engine(const model::Model& model, Precision precision,
-                                         bool deterministic, int device, long long edge_batch) {
+}    // namespace
+
+std::unique_ptr<Engine> load_cuda_engine(const model::Model &model, Precision precision,
+                                         bool deterministic, int device, long long edge_batch)
+{
   char error[2048] = {0};
-  void* e = factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device,
+  void *e = factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device,
                       edge_batch, error, sizeof error);
   if (!e) throw std::runtime_error(std::string("device gpu: ") + error);
-  return std::unique_ptr<Engine>(static_cast<Engine*>(e));
+  return std::unique_ptr<Engine>(static_cast<Engine *>(e));
 }
 
-}  // namespace clebsch
+}    // namespace clebsch

@@ -19,7 +19,7 @@ namespace clebsch {
 /// The CUDA engine of @p model. @throws std::runtime_error naming every path tried and the
 /// loader's reason when the library cannot be loaded, or the engine's own reason (no driver, no
 /// device, unsupported model). @p edge_batch: CudaEngineOptions::edge_batch (0: automatic).
-std::unique_ptr<Engine> load_cuda_engine(const model::Model& model, Precision precision,
+std::unique_ptr<Engine> load_cuda_engine(const model::Model &model, Precision precision,
                                          bool deterministic, int device, long long edge_batch);
 
-}  // namespace clebsch
+}    // namespace clebsch

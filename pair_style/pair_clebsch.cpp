@@ -13,11 +13,11 @@
 #include "neighbor.h"
 #include "update.h"
 
-#include "clebsch_pair_common.h"
-#include "cuda_engine_loader.h"
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/host_engine.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch_pair_common.h"
+#include "cuda_engine_loader.h"
 
 #include <algorithm>
 #include <cmath>
@@ -49,8 +49,8 @@ using clebsch_pair::kGhostTallyWidth;
 
 /* ---------------------------------------------------------------------- */
 
-PairClebsch::PairClebsch(LAMMPS *lmp) : Pair(lmp), precision_name_("fp64"), device_name_("cpu"),
-    cutoff_(0.0)
+PairClebsch::PairClebsch(LAMMPS *lmp) :
+    Pair(lmp), precision_name_("fp64"), device_name_("cpu"), cutoff_(0.0)
 {
   single_enable = 0;
   restartinfo = 0;
@@ -90,8 +90,7 @@ void PairClebsch::settings(int narg, char **arg)
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
-    if (iarg + 1 >= narg)
-      error->all(FLERR, "Pair style clebsch: keyword {} needs a value", key);
+    if (iarg + 1 >= narg) error->all(FLERR, "Pair style clebsch: keyword {} needs a value", key);
     const std::string value = arg[iarg + 1];
     if (key == "precision") {
       try {
@@ -113,11 +112,15 @@ void PairClebsch::settings(int narg, char **arg)
       // per-pair weights to batch.
       edge_batch_ = utils::bnumeric(FLERR, value, false, lmp);
       if (edge_batch_ < 0)
-        error->all(FLERR, "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "
-                   "neighbor pairs per batch, got {}", value);
+        error->all(FLERR,
+                   "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "
+                   "neighbor pairs per batch, got {}",
+                   value);
     } else {
-      error->all(FLERR, "Pair style clebsch: unknown keyword {} (expected precision, device, "
-                 "deterministic or edge_batch)", key);
+      error->all(FLERR,
+                 "Pair style clebsch: unknown keyword {} (expected precision, device, "
+                 "deterministic or edge_batch)",
+                 key);
     }
     iarg += 2;
   }
@@ -132,11 +135,14 @@ void PairClebsch::coeff(int narg, char **arg)
   if (!allocated) allocate();
   const int ntypes = atom->ntypes;
   if (narg < 3 || strcmp(arg[0], "*") != 0 || strcmp(arg[1], "*") != 0)
-    error->all(FLERR, "Pair style clebsch: pair_coeff must be '* * <model file> <element per "
+    error->all(FLERR,
+               "Pair style clebsch: pair_coeff must be '* * <model file> <element per "
                "atom type>'");
   if (narg != 3 + ntypes)
-    error->all(FLERR, "Pair style clebsch: pair_coeff needs one element name per atom type: "
-               "{} atom types, got {} names", ntypes, narg - 3);
+    error->all(FLERR,
+               "Pair style clebsch: pair_coeff needs one element name per atom type: "
+               "{} atom types, got {} names",
+               ntypes, narg - 3);
 
   // LAMMPS's search (current directory, then LAMMPS_POTENTIALS); the reader names a missing file.
   std::string path = utils::get_potential_file_path(arg[2]);
@@ -157,15 +163,17 @@ void PairClebsch::coeff(int narg, char **arg)
     for (int s = 0; s < model.num_species(); s++)
       if (model.species[s].symbol == element) type_to_species_[t] = s;
     if (type_to_species_[t] < 0)
-      error->all(FLERR, "Pair style clebsch: element {} (atom type {}) is not in model {}, "
-                 "which has: {}", element, t, path, known);
+      error->all(FLERR,
+                 "Pair style clebsch: element {} (atom type {}) is not in model {}, "
+                 "which has: {}",
+                 element, t, path, known);
   }
 
   try {
     const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
     if (device_name_ == "gpu")
-      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(),
-                                          edge_batch_);
+      engine_ =
+          clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(), edge_batch_);
     else
       engine_ = clebsch::make_host_engine(model, precision);
   } catch (std::exception &e) {
@@ -192,8 +200,10 @@ void PairClebsch::init_style()
 {
   if (!engine_) error->all(FLERR, "Pair style clebsch: pair_coeff * * <model> ... is missing");
   if (strcmp(update->unit_style, "metal") != 0)
-    error->all(FLERR, "Pair style clebsch requires 'units metal' (eV, Angstrom); the input uses "
-               "'units {}'", update->unit_style);
+    error->all(FLERR,
+               "Pair style clebsch requires 'units metal' (eV, Angstrom); the input uses "
+               "'units {}'",
+               update->unit_style);
   if (atom->tag_enable == 0) error->all(FLERR, "Pair style clebsch requires atom IDs");
   neighbor->add_request(this, NeighConst::REQ_FULL);
   // Buffers of the per-layer exchanges: the widest feature row, or the newton-off tally.
@@ -351,7 +361,8 @@ void PairClebsch::tally(const clebsch::EngineResult &result)
 
 template <typename T> void PairClebsch::exchange_forward(T *rows, int width)
 {
-  comm_mode_ = std::is_same<T, double>::value ? CommMode::kFeaturesDouble : CommMode::kFeaturesFloat;
+  comm_mode_ = std::is_same<T, double>::value ? CommMode::kFeaturesDouble
+                                              : CommMode::kFeaturesFloat;
   comm_rows_ = rows;
   comm_width_ = width;
   comm->forward_comm(this, width);
@@ -360,7 +371,8 @@ template <typename T> void PairClebsch::exchange_forward(T *rows, int width)
 
 template <typename T> void PairClebsch::exchange_reverse(T *rows, int width)
 {
-  comm_mode_ = std::is_same<T, double>::value ? CommMode::kFeaturesDouble : CommMode::kFeaturesFloat;
+  comm_mode_ = std::is_same<T, double>::value ? CommMode::kFeaturesDouble
+                                              : CommMode::kFeaturesFloat;
   comm_rows_ = rows;
   comm_width_ = width;
   comm->reverse_comm(this, width);
@@ -457,8 +469,9 @@ void PairClebsch::unpack_reverse_comm(int n, int *list, double *buf)
 double PairClebsch::memory_usage()
 {
   double bytes = Pair::memory_usage();
-  bytes += sizeof(int) * (species_.capacity() + center_.capacity() + neighbor_.capacity() +
-                          neighbor_atom_.capacity() + owner_of_tag_.capacity());
+  bytes += sizeof(int) *
+      (species_.capacity() + center_.capacity() + neighbor_.capacity() + neighbor_atom_.capacity() +
+       owner_of_tag_.capacity());
   bytes += sizeof(double) * (vector_.capacity() + ghost_forces_.capacity());
   return bytes;
 }

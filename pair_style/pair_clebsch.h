@@ -29,7 +29,7 @@ PairStyle(clebsch,PairClebsch);
 namespace clebsch {
 class Engine;
 struct EngineResult;
-}
+}    // namespace clebsch
 
 namespace LAMMPS_NS {
 
@@ -65,19 +65,19 @@ class PairClebsch : public Pair {
 
   std::string precision_name_;
   std::string device_name_;
-  long long edge_batch_ = 0;           // device gpu: neighbor pairs per batch (0: automatic)
-  bool deterministic_ = false;         // device gpu: fixed-order accumulation (doc default no)
+  long long edge_batch_ = 0;      // device gpu: neighbor pairs per batch (0: automatic)
+  bool deterministic_ = false;    // device gpu: fixed-order accumulation (doc default no)
   std::unique_ptr<clebsch::Engine> engine_;
-  std::vector<int> type_to_species_;   // [ntypes+1], -1 for unmapped
-  std::vector<double> cutsq_directed_; // [ntypes+1][ntypes+1], [centre type][neighbor type]
-  std::vector<int> owner_of_tag_;      // one rank: local index of each atom ID
+  std::vector<int> type_to_species_;      // [ntypes+1], -1 for unmapped
+  std::vector<double> cutsq_directed_;    // [ntypes+1][ntypes+1], [centre type][neighbor type]
+  std::vector<int> owner_of_tag_;         // one rank: local index of each atom ID
   double cutoff_;
 
   // The graph of the current step (node index = LAMMPS atom index, or owner on one rank).
   std::vector<int> species_, center_, neighbor_;
   std::vector<double> vector_;
-  std::vector<int> neighbor_atom_;      // LAMMPS index of each edge's neighbor (ghost or local)
-  bool owners_only_ = true;             // true: ghosts replaced by their owners (one rank)
+  std::vector<int> neighbor_atom_;    // LAMMPS index of each edge's neighbor (ghost or local)
+  bool owners_only_ = true;           // true: ghosts replaced by their owners (one rank)
 
   // Communication state: what pack/unpack move during the current exchange.
   enum class CommMode { kNone, kFeaturesDouble, kFeaturesFloat, kGhostTally };

@@ -16,9 +16,9 @@
 #include "neighbor.h"
 #include "utils.h"
 
-#include "clebsch_pair_common.h"
 #include "clebsch/cuda/engine/cuda_engine.h"
 #include "clebsch/engine/engine.h"
+#include "clebsch_pair_common.h"
 
 #include <algorithm>
 #include <exception>
@@ -117,8 +117,10 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::init_style()
   PairClebsch::init_style();
   if constexpr (!kHostReadable<DeviceType>)
     if (device_name_ != "gpu")
-      error->all(FLERR, "Pair style clebsch/kk: device {} cannot read Kokkos' GPU data; use "
-                 "device gpu, or pair_style clebsch/kk/host for the host engine", device_name_);
+      error->all(FLERR,
+                 "Pair style clebsch/kk: device {} cannot read Kokkos' GPU data; use "
+                 "device gpu, or pair_style clebsch/kk/host for the host engine",
+                 device_name_);
   auto request = neighbor->find_request(this);
   request->set_kokkos_host(std::is_same_v<DeviceType, LMPHostType> &&
                            !std::is_same_v<DeviceType, LMPDeviceType>);
@@ -339,7 +341,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_engine()
   else
     // init_style() makes device gpu the only choice here; this is a build where the engine's
     // backend cannot address Kokkos' device (the emulated backend beside Kokkos CUDA).
-    error->one(FLERR, "Pair style clebsch/kk: the CUDA engine runs on the {} backend, which "
+    error->one(FLERR,
+               "Pair style clebsch/kk: the CUDA engine runs on the {} backend, which "
                "cannot address Kokkos' GPU data; use clebsch/kk/host",
                static_cast<clebsch::cuda::CudaEngine *>(engine_.get())->backend().name());
 }

@@ -79,7 +79,8 @@ void PairClebschKokkos<DeviceType>::exchange_reverse_kokkos(T *rows, int width)
 
 template <class DeviceType>
 int PairClebschKokkos<DeviceType>::pack_forward_comm_kokkos(int n, DAT::tdual_int_1d k_sendlist,
-                                                            ClebschKokkosCommBuffer &buf, int, int *)
+                                                            ClebschKokkosCommBuffer &buf, int,
+                                                            int *)
 {
   k_.d_sendlist = k_sendlist.template view<DeviceType>();
   k_.d_buf = buf.template view<DeviceType>();
@@ -117,15 +118,17 @@ void PairClebschKokkos<DeviceType>::unpack_reverse_comm_kokkos(int n, DAT::tdual
 // clebsch/kk/host): the same kernels. Where the host can address DeviceType's memory they run on
 // LAMMPS's buffers in place; on a GPU the send list and the buffer are staged through device
 // copies (host_list_on_device / buffer_on_device), since the rows and tallies live there.
-template <class DeviceType> void PairClebschKokkos<DeviceType>::host_list_on_device(int *list, int n)
+template <class DeviceType>
+void PairClebschKokkos<DeviceType>::host_list_on_device(int *list, int n)
 {
   if constexpr (kHostReadable<DeviceType>) {
     k_.d_sendlist = decltype(k_.d_sendlist)(list, n);
   } else {
     grow(d_stage_list_, static_cast<size_t>(n), "clebsch:stage_list");
-    Kokkos::deep_copy(Kokkos::subview(d_stage_list_, std::make_pair(0, n)),
-                      Kokkos::View<const int *, Kokkos::HostSpace,
-                                   Kokkos::MemoryTraits<Kokkos::Unmanaged>>(list, n));
+    Kokkos::deep_copy(
+        Kokkos::subview(d_stage_list_, std::make_pair(0, n)),
+        Kokkos::View<const int *, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(list,
+                                                                                              n));
     k_.d_sendlist = decltype(k_.d_sendlist)(d_stage_list_.data(), n);
   }
 }
@@ -138,8 +141,7 @@ void PairClebschKokkos<DeviceType>::buffer_on_device(double *buf, size_t count, 
   } else {
     grow(d_stage_buf_, count, "clebsch:stage_buffer");
     k_.d_buf = ClebschKokkosCommBufferUm<DeviceType>(d_stage_buf_.data(), count);
-    if (copy_in)
-      Kokkos::deep_copy(k_.d_buf, ClebschKokkosCommBufferUm<LMPHostType>(buf, count));
+    if (copy_in) Kokkos::deep_copy(k_.d_buf, ClebschKokkosCommBufferUm<LMPHostType>(buf, count));
   }
 }
 

@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "clebsch/engine/engine.h"
-#include "exported_models_dir.h"
 #include "clebsch/model/safetensors.h"
+#include "exported_models_dir.h"
 
 namespace clebsch::test {
 

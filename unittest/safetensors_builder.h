@@ -45,8 +45,8 @@ class SafetensorsBuilder {
  private:
   SafetensorsBuilder& add(const std::string& name, const char* dtype,
                           std::vector<std::int64_t> shape, const void* p, std::size_t n) {
-    header_[name] = {{"dtype", dtype}, {"shape", shape},
-                     {"data_offsets", {data_.size(), data_.size() + n}}};
+    header_[name] = {
+        {"dtype", dtype}, {"shape", shape}, {"data_offsets", {data_.size(), data_.size() + n}}};
     const auto* b = static_cast<const std::uint8_t*>(p);
     data_.insert(data_.end(), b, b + n);
     return *this;

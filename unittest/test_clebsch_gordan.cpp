@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "clebsch/o3/clebsch_gordan.h"
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "clebsch/o3/convolution.h"
-#include "clebsch/support/error.h"
-#include "reference_data.h"
 #include "clebsch/o3/tensor_product.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
+#include "reference_data.h"
 
 namespace clebsch {
 namespace {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
+#include "clebsch/support/error.h"
 #include "reference_data.h"
 
 namespace clebsch {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "clebsch/o3/irreps.h"
-#include "reference_data.h"
 #include "clebsch/o3/spherical_harmonics.h"
+#include "reference_data.h"
 
 namespace clebsch {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "reference_data.h"
 #include "clebsch/o3/tensor_product.h"
+#include "reference_data.h"
 
 namespace clebsch {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "clebsch/o3/irreps.h"
-#include "reference_data.h"
 #include "clebsch/o3/wigner_d.h"
+#include "reference_data.h"
 
 namespace clebsch {
 namespace {

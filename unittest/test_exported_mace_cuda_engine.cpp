@@ -26,13 +26,13 @@
 #include <nlohmann/json.hpp>
 
 #include "clebsch/cuda/device/cuda_driver.h"
-#include "clebsch/cuda/engine/cuda_engine.h"
 #include "clebsch/cuda/device/device_array.h"
-#include "clebsch/support/error.h"
-#include "exported_models_dir.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/model/model.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch/support/error.h"
+#include "exported_models_dir.h"
 #include "owner_map_exchange.h"
 
 namespace clebsch::cuda {
@@ -144,8 +144,9 @@ System cluster(int n, int num_species, double box, std::uint64_t seed, double cu
 }
 
 AtomGraph graph_of(const System& s) {
-  return AtomGraph{s.n(), s.n(), s.species.data(), s.center.size(), s.center.data(),
-                   s.neighbor.data(), s.vec.data()};
+  return AtomGraph{s.n(),           s.n(),           s.species.data(),
+                   s.center.size(), s.center.data(), s.neighbor.data(),
+                   s.vec.data()};
 }
 
 double max_abs(const Vec& v) {
@@ -183,8 +184,9 @@ std::vector<std::string> backends() {
 std::shared_ptr<DeviceBackend> make_backend(const std::string& name) {
   static std::map<std::string, std::shared_ptr<DeviceBackend>> cache;
   auto& b = cache[name];
-  if (!b) b = name == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
-                                 : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
+  if (!b)
+    b = name == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
+                           : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
   return b;
 }
 
@@ -199,7 +201,8 @@ std::unique_ptr<CudaEngine> engine_for(const model::Model& m, Precision p,
 }
 
 void expect_close(const EngineResult& r, const EngineResult& ref, std::size_t n, Tol tol) {
-  EXPECT_LE(std::abs(r.energy - ref.energy), tol.energy_per_atom * n * std::max(1.0, std::abs(ref.energy) / n))
+  EXPECT_LE(std::abs(r.energy - ref.energy),
+            tol.energy_per_atom * n * std::max(1.0, std::abs(ref.energy) / n))
       << "energy " << r.energy << " vs " << ref.energy;
   EXPECT_LE(max_diff(r.atom_energy, ref.atom_energy),
             tol.energy_per_atom * std::max(1.0, max_abs(ref.atom_energy)));
@@ -328,8 +331,8 @@ TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
     }
     ASSERT_FALSE(owner.empty());
     OwnerMapExchange exchange(s.n(), owner);
-    AtomGraph g{s.n(), species.size(), species.data(), s.center.size(), s.center.data(),
-                neighbor.data(), s.vec.data()};
+    AtomGraph g{s.n(),           species.size(),  species.data(), s.center.size(),
+                s.center.data(), neighbor.data(), s.vec.data()};
     EngineResult r;
     dev->compute(g, r, &exchange);
     expect_close(r, ref, s.n(), Tol{1e-12, 1e-12});
@@ -398,10 +401,9 @@ TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
     DeviceArray<double> rvec(b), rgrad(b, rev.vec.size());
     rce.upload(rev.center), rnb.upload(rev.neighbor), rvec.upload(rev.vec);
     rgrad.poison();
-    DeviceAtomGraph rg{s.n(), s.n(), s.center.size(), sp.data(), rce.data(), rnb.data(),
-                       rvec.data()};
-    dev->compute_device(rg, DeviceResult{energy.data(), ae.data(), rgrad.data()}, nullptr,
-                        nullptr);
+    DeviceAtomGraph rg{s.n(),      s.n(),      s.center.size(), sp.data(),
+                       rce.data(), rnb.data(), rvec.data()};
+    dev->compute_device(rg, DeviceResult{energy.data(), ae.data(), rgrad.data()}, nullptr, nullptr);
     EXPECT_EQ(max_diff(rgrad.download(), rref.edge_gradient), 0.0);
     EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
   }
@@ -411,8 +413,7 @@ TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
     bad_nb[4] = 99;
     DeviceArray<int> bnb(b);
     bnb.upload(bad_nb);
-    DeviceAtomGraph bg{s.n(), s.n(), s.center.size(), sp.data(), ce.data(), bnb.data(),
-                       vec.data()};
+    DeviceAtomGraph bg{s.n(), s.n(), s.center.size(), sp.data(), ce.data(), bnb.data(), vec.data()};
     try {
       dev->compute_device(bg, DeviceResult{energy.data(), ae.data(), grad.data()}, nullptr,
                           nullptr);

@@ -44,11 +44,11 @@
 #include <nlohmann/json.hpp>
 
 #include "clebsch/engine/engine.h"
-#include "clebsch/support/error.h"
-#include "exported_models_dir.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/model/model.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch/support/error.h"
+#include "exported_models_dir.h"
 #include "owner_map_exchange.h"
 
 namespace clebsch {
@@ -114,8 +114,8 @@ struct Rng {
 // Atoms, optional periodic cell (rows = lattice vectors), and a fixed edge list with integer
 // image shifts, so that energies can be re-evaluated at displaced positions.
 struct System {
-  Vec pos;                    // [n][3]
-  std::vector<int> species;   // [n]
+  Vec pos;                   // [n][3]
+  std::vector<int> species;  // [n]
   Vec cell = Vec(9, 0.0);
   std::vector<int> center, neighbor;
   std::vector<std::array<int, 3>> shift;
@@ -140,9 +140,9 @@ void build_edges(System& s, double cutoff, std::array<bool, 3> pbc) {
   int reps[3] = {0, 0, 0};
   for (int d = 0; d < 3; ++d)
     if (pbc[d]) {
-      const double len = std::sqrt(s.cell[3 * d] * s.cell[3 * d] +
-                                   s.cell[3 * d + 1] * s.cell[3 * d + 1] +
-                                   s.cell[3 * d + 2] * s.cell[3 * d + 2]);
+      const double len =
+          std::sqrt(s.cell[3 * d] * s.cell[3 * d] + s.cell[3 * d + 1] * s.cell[3 * d + 1] +
+                    s.cell[3 * d + 2] * s.cell[3 * d + 2]);
       reps[d] = static_cast<int>(std::ceil(cutoff / len)) + 2;
     }
   s.center.clear();
@@ -169,8 +169,7 @@ void build_edges(System& s, double cutoff, std::array<bool, 3> pbc) {
 }
 
 // A random cluster: n atoms in a box, at least dmin apart, species cycled.
-System cluster(int n, int num_species, double box, double dmin, std::uint64_t seed,
-               double cutoff) {
+System cluster(int n, int num_species, double box, double dmin, std::uint64_t seed, double cutoff) {
   Rng rng(seed);
   System s;
   while (static_cast<int>(s.n()) < n) {
@@ -208,8 +207,9 @@ System periodic_cell(int num_species, std::uint64_t seed, double cutoff) {
 }
 
 AtomGraph graph_of(const System& s, const Vec& vec) {
-  return AtomGraph{s.n(), s.n(), s.species.data(), s.num_edges(), s.center.data(),
-                   s.neighbor.data(), vec.data()};
+  return AtomGraph{s.n(),         s.n(),           s.species.data(),
+                   s.num_edges(), s.center.data(), s.neighbor.data(),
+                   vec.data()};
 }
 
 EngineResult run(Engine& engine, const System& s, const Vec& vec) {
@@ -511,7 +511,6 @@ TEST(MaceEngine, PeriodicImagesOfTheAtomItselfAreNeighbours) {
 // Ghost atoms
 // ---------------------------------------------------------------------------------------------
 
-
 // The periodic system with every image neighbour turned into an explicit ghost node.
 struct GhostGraph {
   std::vector<int> species, center, neighbor, owner;
@@ -551,8 +550,8 @@ TEST(MaceEngine, GhostAtomsOnOneRankGiveTheNoGhostResult) {
       const GhostGraph g = with_ghosts(s);
       ASSERT_FALSE(g.owner.empty());
       OwnerMapExchange exchange(s.n(), g.owner);
-      AtomGraph ag{s.n(), g.species.size(), g.species.data(), g.center.size(), g.center.data(),
-                   g.neighbor.data(), g.vec.data()};
+      AtomGraph ag{s.n(),           g.species.size(),  g.species.data(), g.center.size(),
+                   g.center.data(), g.neighbor.data(), g.vec.data()};
       EngineResult r;
       engine.compute(ag, r, &exchange);
       const double tol = p == Precision::kFloat64 ? 1e-12 : 1e-5;
@@ -577,7 +576,9 @@ class World {
     int rank, row;  // owner
   };
   World(int n_ranks, std::vector<std::size_t> num_local, std::vector<std::vector<Ghost>> ghosts)
-      : n_(n_ranks), num_local_(std::move(num_local)), ghosts_(std::move(ghosts)),
+      : n_(n_ranks),
+        num_local_(std::move(num_local)),
+        ghosts_(std::move(ghosts)),
         buffers_(n_ranks, nullptr) {}
 
   class Rank : public GhostExchange {
@@ -711,7 +712,7 @@ TEST(MaceEngine, GhostAtomsAcrossRanksGiveTheNoGhostResult) {
           MaceEngine engine(c.model);
           World::Rank exchange(world, r);
           const RankGraph& g = rg[r];
-          AtomGraph ag{g.local.size(), g.species.size(), g.species.data(), g.center.size(),
+          AtomGraph ag{g.local.size(),  g.species.size(),  g.species.data(), g.center.size(),
                        g.center.data(), g.neighbor.data(), g.vec.data()};
           engine.compute(ag, results[r], &exchange);
         } catch (const std::exception& e) {
@@ -925,7 +926,7 @@ TEST(MaceEngine, RejectsInvalidGraphsNamingTheValue) {
   std::vector<int> center = {0, 1}, neighbor = {1, 0};
   Vec vec = {1.5, 0, 0, -1.5, 0, 0};
   auto graph = [&] {
-    return AtomGraph{3, 3, species.data(), center.size(), center.data(), neighbor.data(),
+    return AtomGraph{3,         3, species.data(), center.size(), center.data(), neighbor.data(),
                      vec.data()};
   };
   species[2] = 7;

@@ -26,13 +26,13 @@
 #include <nlohmann/json.hpp>
 
 #include "clebsch/engine/engine.h"
-#include "clebsch/support/error.h"
-#include "exported_golden.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/engine/mace_kernels.h"
 #include "clebsch/model/model.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
+#include "exported_golden.h"
 
 namespace clebsch {
 namespace {
@@ -74,8 +74,8 @@ TEST(MaceGolden, Float64MatchesMaceTorch) {
       std::cout << "  [fp64] " << c.name << "/" << s.name << ": |dE|/|E| " << e.energy_rel
                 << ", max|de_i| " << e.node_energy << " eV, max|dF| " << e.force
                 << " eV/A, max|dW| " << e.virial << " eV  (E = " << s.energy[0]
-                << " eV, max|F| = " << max_abs(s.forces) << " eV/A, max|W| = "
-                << max_abs(s.virial) << " eV)\n";
+                << " eV, max|F| = " << max_abs(s.forces) << " eV/A, max|W| = " << max_abs(s.virial)
+                << " eV)\n";
       check_float64(e, s);
     }
   }

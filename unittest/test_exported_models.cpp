@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
 
 #ifndef CLEBSCH_EXPORTED_MODELS_DIR
 #error "CLEBSCH_EXPORTED_MODELS_DIR must name the exported_models fixture's output"

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "clebsch/engine/engine.h"
-#include "clebsch/support/error.h"
-#include "exported_golden.h"
+#include "clebsch/engine/nequip_engine.h"
 #include "clebsch/model/model.h"
 #include "clebsch/model/model_reader.h"
-#include "clebsch/engine/nequip_engine.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
+#include "exported_golden.h"
 
 namespace clebsch {
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "clebsch/nn/activation.h"
-#include "clebsch/support/error.h"
 #include "clebsch/nn/fully_connected_net.h"
+#include "clebsch/support/error.h"
 #include "reference_data.h"
 
 namespace clebsch {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

@@ -10,11 +10,11 @@
 
 #include <algorithm>
 
-#include "clebsch/cuda/generator/emit_conv.h"
-#include "clebsch/cuda/engine/mace_cuda_source.h"
-#include "clebsch/model/model_reader.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/engine/mace_cuda_source.h"
+#include "clebsch/cuda/generator/emit_conv.h"
 #include "clebsch/cuda/generator/tp_schedule.h"
+#include "clebsch/model/model_reader.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -52,8 +52,7 @@ TEST(BundledModels, MaceModulesCompileForSm90) {
 }
 
 TEST(BundledModels, NequipConvolutionsCompileForSm90) {
-  const model::Model m =
-      read_model(std::string(CLEBSCH_BUNDLED_DIR) + "/cuau-nequip.safetensors");
+  const model::Model m = read_model(std::string(CLEBSCH_BUNDLED_DIR) + "/cuau-nequip.safetensors");
   ASSERT_TRUE(m.nequip);
   for (std::size_t t = 0; t < m.nequip->layers.size(); ++t)
     compile_convs(m.nequip->layers[t].tp.descriptor, "nequip layer " + std::to_string(t));

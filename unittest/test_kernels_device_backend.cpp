@@ -8,19 +8,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
-#include "clebsch/cuda/engine/conv_runner.h"
-#include "clebsch/o3/convolution.h"
 #include "clebsch/cuda/device/cuda_driver.h"
 #include "clebsch/cuda/device/device_array.h"
-#include "clebsch/support/error.h"
 #include "clebsch/cuda/device/generic_kernels.h"
-#include "kernels/kernel_test_util.h"
-#include "clebsch/engine/mace_kernels.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/engine/conv_runner.h"
+#include "clebsch/engine/mace_kernels.h"
+#include "clebsch/o3/convolution.h"
+#include "clebsch/support/error.h"
+#include "kernels/kernel_test_util.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -196,8 +196,8 @@ TEST_P(Backend, SegmentSumsScaleRowsAndRowDots) {
 
   DeviceArray<double> dots(*backend_, 7);
   kernels_->fill(DType::kFloat64, dots.data(), 7, 1.0, nullptr);
-  kernels_->row_dot(DType::kFloat64, RowDotArgs{dx.data(), y.data(), dots.data(), 7, 2, 2, 2, -1.0, 2.0},
-                    nullptr);
+  kernels_->row_dot(DType::kFloat64,
+                    RowDotArgs{dx.data(), y.data(), dots.data(), 7, 2, 2, 2, -1.0, 2.0}, nullptr);
   std::vector<double> rd(7);
   for (int i = 0; i < 7; ++i) rd[i] = 2.0 - (x[2 * i] * ry[2 * i] + x[2 * i + 1] * ry[2 * i + 1]);
   EXPECT_LE(max_rel(dots.download(), rd), 1e-15);

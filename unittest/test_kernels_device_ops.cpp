@@ -1,8 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The engine building blocks of the device layer, one by one, against the host engine's own
-// kernels (src/engine/mace_kernels.h, src/nn/symmetric_contraction.h) on every op of the bundled MACE
-// model: DeviceLinear (o3.Linear and the species-selected skip_tp, forward and transpose, with
+// kernels (src/engine/mace_kernels.h, src/nn/symmetric_contraction.h) on every op of the bundled
+// MACE model: DeviceLinear (o3.Linear and the species-selected skip_tp, forward and transpose, with
 // and without accumulation), DeviceMlp (the radial MLPs, forward and backward), and the sparse
 // symmetric-contraction tables (mace_contraction_tables.h) evaluated on the host against
 // SymmetricContraction::forward. Emulated backend (no GPU needed), and the GPU when present.
@@ -12,14 +12,14 @@
 
 #include "clebsch/cuda/device/cuda_driver.h"
 #include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/engine/mace_contraction_tables.h"
 #include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/nn/device_mlp.h"
-#include "clebsch/cuda/device/generic_kernels.h"
-#include "kernels/kernel_test_util.h"
-#include "clebsch/cuda/engine/mace_contraction_tables.h"
 #include "clebsch/engine/mace_kernels.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/nn/symmetric_contraction.h"
+#include "kernels/kernel_test_util.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -175,9 +175,11 @@ TEST(ContractionTables, EvaluateToTheHostContraction) {
             mono *= A[(i * C + c) * D + tab.pair_factors[4 * p + f]];
           double w = 0;
           for (int q = tab.pair_term_begin[p]; q < tab.pair_term_begin[p + 1]; ++q)
-            w += tab.term_coef[q] *
-                 tab.weights[(static_cast<std::size_t>(sp[i]) * tab.num_w_rows +
-                              tab.term_w_row[q]) * C + c];
+            w +=
+                tab.term_coef[q] *
+                tab.weights[(static_cast<std::size_t>(sp[i]) * tab.num_w_rows + tab.term_w_row[q]) *
+                                C +
+                            c];
           B[i * tab.dim_b + tab.pair_b_base[p] + c * tab.pair_b_stride[p]] += w * mono;
         }
     EXPECT_LE(test::rel_error(B, ref), 1e-13);

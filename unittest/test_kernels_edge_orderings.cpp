@@ -68,8 +68,7 @@ void check(const Graph& g, std::size_t cap) {
     if (cap > 0) EXPECT_TRUE(std::size_t(e1 - e0) <= cap || r1 - r0 == 1) << "batch " << b;
     // Greedy: the next batch's first centre would not have fitted.
     if (cap > 0 && b + 1 < B) EXPECT_GT(std::size_t(o.centre_ptr[r1 + 1] - e0), cap);
-    for (int r = r0; r <= r1; ++r)
-      ASSERT_EQ(o.local_centre_ptr[b + r], o.centre_ptr[r] - e0);
+    for (int r = r0; r <= r1; ++r) ASSERT_EQ(o.local_centre_ptr[b + r], o.centre_ptr[r] - e0);
     std::vector<int> seen;
     const int* ptr = o.sender_ptr.data() + b * (g.N + 1);
     ASSERT_EQ(ptr[0], 0);

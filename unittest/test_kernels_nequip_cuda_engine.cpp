@@ -1,7 +1,7 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The NequIP CUDA engine (kernels/engine/nequip_cuda_engine.cpp, through make_cuda_engine) against the
-// host NequIP engine, itself checked against the real nequip (test_exported_nequip_golden.cpp):
+// The NequIP CUDA engine (kernels/engine/nequip_cuda_engine.cpp, through make_cuda_engine) against
+// the host NequIP engine, itself checked against the real nequip (test_exported_nequip_golden.cpp):
 // on the emulated backend always (no GPU needed: the device source is compiled by the host
 // compiler) and on the CUDA backend when a GPU is present. Models: the NequIP models of the
 // exported_models fixture (parity on/off, ZBL, per-edge-type cutoffs, resnet, lmax 3) on
@@ -30,17 +30,17 @@
 #include <vector>
 
 #include "clebsch/cuda/device/cuda_driver.h"
-#include "clebsch/cuda/engine/cuda_engine.h"
 #include "clebsch/cuda/device/device_array.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
+#include "clebsch/cuda/engine/cuda_engine.h"
+#include "clebsch/cuda/engine/nequip_cuda_source.h"
 #include "clebsch/cuda/graph/edge_orderings.h"
-#include "clebsch/support/error.h"
+#include "clebsch/engine/nequip_engine.h"
 #include "clebsch/model/model.h"
 #include "clebsch/model/model_reader.h"
-#include "clebsch/cuda/engine/nequip_cuda_source.h"
-#include "clebsch/engine/nequip_engine.h"
-#include "clebsch/cuda/device/nvrtc_module.h"
-#include "owner_map_exchange.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
+#include "owner_map_exchange.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -59,8 +59,8 @@ struct Graph {
   std::vector<std::array<int, 3>> shift;  // periodic image of the neighbour (may be empty)
   Vec vector;
   AtomGraph view() const {
-    return {num_local, num_nodes, species.data(), center.size(), center.data(), neighbor.data(),
-            vector.data()};
+    return {num_local,     num_nodes,       species.data(), center.size(),
+            center.data(), neighbor.data(), vector.data()};
   }
 };
 
@@ -102,7 +102,7 @@ std::vector<Graph> golden_graphs(const std::string& path) {
 /// images) with every (centre, neighbour, image) inside the pair cutoff.
 Graph periodic_graph(const Engine& engine, int num_atoms) {
   const double cell[9] = {3.3, 0.0, 0.0, 0.9, 3.6, 0.0, 0.4, 0.7, 3.9};
-  const double frac[6][3] = {{0.02, 0.01, 0.0},  {0.5, 0.52, 0.03}, {0.48, 0.0, 0.51},
+  const double frac[6][3] = {{0.02, 0.01, 0.0},  {0.5, 0.52, 0.03},  {0.48, 0.0, 0.51},
                              {0.03, 0.49, 0.47}, {0.26, 0.24, 0.27}, {0.74, 0.77, 0.72}};
   Graph g;
   g.name = "periodic";
@@ -126,8 +126,8 @@ Graph periodic_graph(const Engine& engine, int num_atoms) {
             if (i == j && a == 0 && b == 0 && c == 0) continue;
             double v[3];
             for (int d = 0; d < 3; ++d)
-              v[d] = pos[3 * j + d] - pos[3 * i + d] + a * cell[d] + b * cell[3 + d] +
-                     c * cell[6 + d];
+              v[d] =
+                  pos[3 * j + d] - pos[3 * i + d] + a * cell[d] + b * cell[3 + d] + c * cell[6 + d];
             if (std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]) <
                 engine.r_max(g.species[i], g.species[j])) {
               g.center.push_back(i);
@@ -138,7 +138,6 @@ Graph periodic_graph(const Engine& engine, int num_atoms) {
           }
   return g;
 }
-
 
 /// The same edges, but every neighbour reached through a periodic shift becomes a ghost node.
 Graph with_image_ghosts(const Graph& g, std::vector<int>& owner) {
@@ -261,8 +260,8 @@ void expect_close_with_forces(const EngineResult& dev, const EngineResult& ref, 
 
 /// The float64 batched result against the one-batch device result: summation order only (the
 /// senders' dE/dx is summed batch after batch), 1e-12 relative.
-void expect_equal_to_rounding(const EngineResult& batched, const EngineResult& one,
-                              const Graph& g, const std::string& what) {
+void expect_equal_to_rounding(const EngineResult& batched, const EngineResult& one, const Graph& g,
+                              const std::string& what) {
   const auto rel = [](const Vec& a, const Vec& b) {
     return max_abs_diff(a, b) / std::max(1e-300, max_abs(b));
   };
@@ -297,8 +296,8 @@ class NequipCuda : public ::testing::TestWithParam<std::string> {
     backend_ = GetParam() == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
                                         : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
   }
-  std::unique_ptr<CudaEngine> engine(const model::Model& m, Precision p,
-                                     bool deterministic = false, std::size_t edge_batch = 0) {
+  std::unique_ptr<CudaEngine> engine(const model::Model& m, Precision p, bool deterministic = false,
+                                     std::size_t edge_batch = 0) {
     CudaEngineOptions o;
     o.backend = backend_;
     o.deterministic = deterministic;
@@ -462,9 +461,9 @@ TEST_P(NequipCuda, EdgeBatchesSwitchWithTheGraphSize) {
   ASSERT_GT(large.center.size(), 2 * cap);
   auto dev = engine(m, Precision::kFloat64, true, cap);
   for (const Graph* g : {&small, &large, &small, &large})
-    expect_close_with_forces(run(*dev, *g), run(host, *g), *g, Precision::kFloat64,
-                             g->name + " " + std::to_string(g->num_local) + " atoms, cap " +
-                                 std::to_string(cap));
+    expect_close_with_forces(
+        run(*dev, *g), run(host, *g), *g, Precision::kFloat64,
+        g->name + " " + std::to_string(g->num_local) + " atoms, cap " + std::to_string(cap));
 }
 
 // Ghost rows of dE/dx summed over the batches before the reverse exchange.
@@ -481,8 +480,8 @@ TEST_P(NequipCuda, GhostModeInEdgeBatchesEqualsTheGhostFreeHostResult) {
     for (bool det : {true, false}) {
       auto dev = engine(m, p, det, 3);
       OwnerMapExchange exchange(g.num_local, owner);
-      const std::string what = std::string("cuau-nequip/periodic ghosts cap 3") +
-                               (det ? " deterministic" : " atomic");
+      const std::string what =
+          std::string("cuau-nequip/periodic ghosts cap 3") + (det ? " deterministic" : " atomic");
       const EngineResult r = run(*dev, gg, &exchange);
       // Forces on the ghost-free graph: the ghosts' shares belong to their owners.
       expect_close_with_forces(r, ref, g, p, what);
@@ -541,8 +540,8 @@ TEST_P(NequipCuda, ComputeDeviceEqualsCompute) {
     center.upload(g.center);
     neighbor.upload(g.neighbor);
     vector.upload(g.vector);
-    DeviceAtomGraph dg{g.num_local, g.num_nodes, g.center.size(), species.data(), center.data(),
-                       neighbor.data(), vector.data()};
+    DeviceAtomGraph dg{g.num_local,   g.num_nodes,     g.center.size(), species.data(),
+                       center.data(), neighbor.data(), vector.data()};
     dev->compute_device(dg, {energy.data(), atom_energy.data(), gradient.data()}, nullptr, nullptr);
     b.synchronize(nullptr);
     EXPECT_EQ(atom_energy.download(), ref.atom_energy);

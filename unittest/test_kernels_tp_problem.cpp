@@ -7,15 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "clebsch/cuda/generator/conv_shapes.h"
+#include "clebsch/cuda/generator/tp_problem.h"
 #include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
-#include "clebsch/cuda/generator/tp_problem.h"
 
 namespace clebsch::cuda {
 namespace {
 
-TpProblem mace_medium(DType dtype = DType::kFloat32,
-                      Accumulation acc = Accumulation::kAtomic) {
+TpProblem mace_medium(DType dtype = DType::kFloat32, Accumulation acc = Accumulation::kAtomic) {
   const ConvShape s = benchmark_shape("mace-medium");
   return TpProblem::from_tensor_product(conv_tensor_product(s.node_irreps, s.edge_irreps, s.target),
                                         dtype, acc);
@@ -91,9 +90,9 @@ TEST(TpProblem, ValidateNamesTheBadPath) {
   }
   std::vector<TpBlock> out = p.out();
   out[1].offset += 1;
-  EXPECT_THROW(TpProblem(p.in1(), p.in2(), out, p.paths(), p.weight_numel(), p.dtype(),
-                         p.accumulation()),
-               Error);
+  EXPECT_THROW(
+      TpProblem(p.in1(), p.in2(), out, p.paths(), p.weight_numel(), p.dtype(), p.accumulation()),
+      Error);
 }
 
 TEST(TpProblem, EqualityAndHashSeeEveryField) {

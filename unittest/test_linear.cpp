@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/nn/linear.h"
-#include "reference_data.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
+#include "reference_data.h"
 
 namespace clebsch {
 namespace {

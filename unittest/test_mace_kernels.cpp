@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/o3/convolution.h"
-#include "clebsch/support/error.h"
 #include "clebsch/engine/mace_kernels.h"
 #include "clebsch/model/model.h"
+#include "clebsch/o3/convolution.h"
 #include "clebsch/o3/tensor_product.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace mace_detail {
@@ -130,8 +130,8 @@ void check_gemm(int M, int K, int N, bool accumulate, bool rows, std::uint64_t s
   mace_detail::gemm(P, M, At.data(), lda, rows ? a_rows.data() : nullptr, C.data(), ldc,
                     rows ? c_rows.data() : nullptr, accumulate);
   const double tol = (sizeof(T) == 8 ? kTol64 : kTol32) * std::max(1.0, max_abs(ref)) * K;
-  EXPECT_LE(max_diff(C, ref), tol) << "M=" << M << " K=" << K << " N=" << N
-                                   << " accumulate=" << accumulate << " rows=" << rows;
+  EXPECT_LE(max_diff(C, ref), tol)
+      << "M=" << M << " K=" << K << " N=" << N << " accumulate=" << accumulate << " rows=" << rows;
 }
 
 TEST_P(SimdLevels, GemmMatchesTripleLoop) {
@@ -176,8 +176,8 @@ model::Activation activation(const std::string& name, double cst) {
   return model::Activation{name, kind, cst};
 }
 
-model::Mlp random_mlp(const std::vector<int>& hs, const std::vector<std::string>& acts,
-                      bool bias, Rng& rng) {
+model::Mlp random_mlp(const std::vector<int>& hs, const std::vector<std::string>& acts, bool bias,
+                      Rng& rng) {
   model::Mlp m;
   for (std::size_t l = 0; l + 1 < hs.size(); ++l) {
     model::Mlp::Layer layer;
@@ -370,9 +370,9 @@ TEST_P(SimdLevels, SpeciesLinearMatchesGenericTensorProduct) {
   Rng rng(31);
   const int S = 3;
   const Irreps in1("4x0e+3x1o+2x2e"), in2("3x0e"), out("5x0e+2x1o+6x2e");
-  const TensorProduct tp(in1, in2, out,
-                         {Instruction(0, 0, 0, "uvw"), Instruction(1, 0, 1, "uvw"),
-                          Instruction(2, 0, 2, "uvw")});
+  const TensorProduct tp(
+      in1, in2, out,
+      {Instruction(0, 0, 0, "uvw"), Instruction(1, 0, 1, "uvw"), Instruction(2, 0, 2, "uvw")});
   model::TensorProduct mtp;
   mtp.descriptor = tp;
   mtp.external_weights = false;
@@ -386,8 +386,7 @@ TEST_P(SimdLevels, SpeciesLinearMatchesGenericTensorProduct) {
     onehot[r * S + species[r]] = 1.0;
   }
   std::vector<double> ref(rows * out.dim());
-  tensor_product_forward<double>(tp, rows, x.data(), onehot.data(), mtp.weight.data(),
-                                 ref.data());
+  tensor_product_forward<double>(tp, rows, x.data(), onehot.data(), mtp.weight.data(), ref.data());
   const SpeciesLinear<double> skip(mtp, S, "skip_tp");
   const std::vector<double> xi = to_ir_mul_rows<double>(in1, x, rows);
   std::vector<double> y(ref.size());
@@ -422,10 +421,10 @@ TensorProduct mace_conv_tp(const Irreps& in1, int lmax_sh, int lmax_out) {
   std::vector<std::array<int, 3>> ins;
   for (std::size_t a = 0; a < in1.size(); ++a)
     for (std::size_t b = 0; b < in2.size(); ++b)
-      for (const Irrep& ir : in1[a].ir * in2[b].ir)
+      for (const Irrep& ir : in1[a].ir* in2[b].ir)
         if (ir.l() <= lmax_out) {
-          ins.push_back({static_cast<int>(a), static_cast<int>(b),
-                         static_cast<int>(out_items.size())});
+          ins.push_back(
+              {static_cast<int>(a), static_cast<int>(b), static_cast<int>(out_items.size())});
           out_items.push_back({in1[a].mul, ir});
         }
   const Irreps::Sorted sorted = Irreps(out_items).sort();
@@ -490,12 +489,12 @@ void check_conv(const ConvCase& c, std::uint64_t seed) {
 
 TEST_P(SimdLevels, ConvTpMatchesGenericConvolution) {
   const ConvCase cases[] = {
-      {"5x0e", 3, 3},                       // layer 0 of MACE: scalars only
-      {"17x0e+17x1o", 3, 3},                // lanes + remainder, every fixed shape with l <= 3
-      {"8x0e+8x1o+8x2e+8x3o", 3, 3},        // l1 = 3
-      {"3x0e+3x0o+3x1o+3x1e", 2, 2},        // non-natural parity
-      {"4x0e+4x2e+4x4e", 4, 4},             // l = 4: the general path
-      {"33x0e+33x1o", 1, 1},                // more than one vector of channels
+      {"5x0e", 3, 3},                 // layer 0 of MACE: scalars only
+      {"17x0e+17x1o", 3, 3},          // lanes + remainder, every fixed shape with l <= 3
+      {"8x0e+8x1o+8x2e+8x3o", 3, 3},  // l1 = 3
+      {"3x0e+3x0o+3x1o+3x1e", 2, 2},  // non-natural parity
+      {"4x0e+4x2e+4x4e", 4, 4},       // l = 4: the general path
+      {"33x0e+33x1o", 1, 1},          // more than one vector of channels
   };
   std::uint64_t seed = 100;
   for (const ConvCase& c : cases) {
@@ -527,8 +526,8 @@ TEST(MaceKernels, ExpApproxIsAccurateToAboutOneUlp) {
     const double x = 700 * rng();
     worst = std::max(worst, std::abs(mace_detail::exp_approx(x) - std::exp(x)) / std::exp(x));
     const float xf = static_cast<float>(80 * rng());
-    worst_f = std::max(worst_f,
-                       std::abs(mace_detail::exp_approx(xf) - std::exp(xf)) / std::exp(xf));
+    worst_f =
+        std::max(worst_f, std::abs(mace_detail::exp_approx(xf) - std::exp(xf)) / std::exp(xf));
   }
   EXPECT_LE(worst, 2.5 * std::numeric_limits<double>::epsilon());
   EXPECT_LE(worst_f, 2.5f * std::numeric_limits<float>::epsilon());
@@ -552,8 +551,7 @@ TEST(MaceKernels, LayoutConversionsAreInverse) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MaceKernels, SimdLevels,
-                         ::testing::Values(Simd::kBaseline, Simd::kAvx2, Simd::kAvx512),
-                         simd_name);
+                         ::testing::Values(Simd::kBaseline, Simd::kAvx2, Simd::kAvx512), simd_name);
 
 }  // namespace
 }  // namespace clebsch

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
 #include "safetensors_builder.h"
 
 namespace clebsch {

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
 
 #ifndef CLEBSCH_SEED_MODELS_DIR
 #error "CLEBSCH_SEED_MODELS_DIR must name unittest/potentials"

@@ -28,15 +28,15 @@
 #include <tuple>
 #include <vector>
 
-#include "clebsch/nn/activation.h"
 #include "clebsch/engine/engine.h"
-#include "clebsch/support/error.h"
-#include "clebsch/nn/gate.h"
-#include "clebsch/model/model.h"
 #include "clebsch/engine/nequip_engine.h"
-#include "owner_map_exchange.h"
+#include "clebsch/model/model.h"
+#include "clebsch/nn/activation.h"
+#include "clebsch/nn/gate.h"
 #include "clebsch/o3/tensor_product.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
+#include "owner_map_exchange.h"
 
 namespace clebsch {
 namespace {
@@ -711,7 +711,6 @@ TEST_P(NequipEngineModel, PeriodicSelfImagesOfOneAtom) {
 // ---------------------------------------------------------------------------------------------
 // Ghosts
 // ---------------------------------------------------------------------------------------------
-
 
 /// The same edges, but every neighbour reached through a periodic shift becomes a ghost node.
 Graph with_image_ghosts(const Graph& g, std::vector<int>& owner) {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "reference_data.h"
 #include "clebsch/nn/symmetric_contraction.h"
+#include "reference_data.h"
 
 namespace clebsch {
 namespace {

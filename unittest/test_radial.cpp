@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/nn/radial.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

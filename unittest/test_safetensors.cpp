@@ -8,8 +8,8 @@
 #include <cstring>
 #include <random>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/support/error.h"
 #include "safetensors_builder.h"
 
 using clebsch::ModelFormatError;
@@ -82,18 +82,27 @@ TEST(Safetensors, RejectsBadHeaders) {
   };
   expect_format_error([&] { SafetensorsFile::parse(with("[1]"), "x"); }, "not a JSON object");
   expect_format_error(
-      [&] { SafetensorsFile::parse(with(R"({"t":{"dtype":"Q8","shape":[],"data_offsets":[0,0]}})"), "x"); },
+      [&] {
+        SafetensorsFile::parse(with(R"({"t":{"dtype":"Q8","shape":[],"data_offsets":[0,0]}})"),
+                               "x");
+      },
       "unsupported dtype \"Q8\"");
   expect_format_error(
-      [&] { SafetensorsFile::parse(with(R"({"t":{"dtype":"F64","shape":[-1],"data_offsets":[0,0]}})"), "x"); },
+      [&] {
+        SafetensorsFile::parse(with(R"({"t":{"dtype":"F64","shape":[-1],"data_offsets":[0,0]}})"),
+                               "x");
+      },
       "non-negative");
   expect_format_error(
-      [&] { SafetensorsFile::parse(with(R"({"t":{"dtype":"F64","shape":[2],"data_offsets":[0,0]}})"), "x"); },
+      [&] {
+        SafetensorsFile::parse(with(R"({"t":{"dtype":"F64","shape":[2],"data_offsets":[0,0]}})"),
+                               "x");
+      },
       "0 bytes for shape [2]");
   expect_format_error([&] { SafetensorsFile::parse(with(R"({"t":{"dtype":"F64"}})"), "x"); },
                       "needs dtype, shape and data_offsets");
-  expect_format_error(
-      [&] { SafetensorsFile::parse(with(R"({"__metadata__":{"k":1}})"), "x"); }, "not a string");
+  expect_format_error([&] { SafetensorsFile::parse(with(R"({"__metadata__":{"k":1}})"), "x"); },
+                      "not a string");
 }
 
 TEST(Safetensors, RejectsOverlapsGapsAndTrailingBytes) {
@@ -130,7 +139,8 @@ TEST(Safetensors, SurvivesTenThousandMutations) {
     if (kind == 0) {  // truncate anywhere
       bytes.resize(rng() % bytes.size());
     } else if (kind == 1) {  // flip a few bits anywhere
-      for (int k = 0, n = 1 + rng() % 4; k < n; ++k) bytes[rng() % bytes.size()] ^= 1u << (rng() % 8);
+      for (int k = 0, n = 1 + rng() % 4; k < n; ++k)
+        bytes[rng() % bytes.size()] ^= 1u << (rng() % 8);
     } else if (kind == 2) {  // overwrite header characters with JSON-significant ones
       const char tokens[] = "{}[]\",:0123456789-eE. ";
       for (int k = 0, n = 1 + rng() % 3; k < n; ++k)

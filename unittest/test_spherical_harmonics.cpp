@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
 #include "clebsch/o3/spherical_harmonics.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

@@ -21,11 +21,11 @@
 #include <omp.h>
 #endif
 
-#include "clebsch/o3/clebsch_gordan.h"
-#include "clebsch/support/error.h"
-#include "clebsch/o3/irreps.h"
 #include "clebsch/nn/symmetric_contraction.h"
+#include "clebsch/o3/clebsch_gordan.h"
+#include "clebsch/o3/irreps.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
 #include "clebsch/o3/wigner_d.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

@@ -12,8 +12,7 @@
 namespace clebsch::cuda {
 
 /// 64-bit FNV-1a over bytes, continuing from h (the basis of every hash of the generator).
-std::uint64_t fnv1a(const void* data, std::size_t size,
-                    std::uint64_t h = 0xcbf29ce484222325ull);
+std::uint64_t fnv1a(const void* data, std::size_t size, std::uint64_t h = 0xcbf29ce484222325ull);
 /// The hash as 16 lower-case hex digits.
 std::string hex64(std::uint64_t h);
 

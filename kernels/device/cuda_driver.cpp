@@ -30,12 +30,13 @@ Loaded load() {
               (why ? why : "unknown reason");
     return l;
   }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult*);
+  using GetProc =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto get_proc = reinterpret_cast<GetProc>(dlsym(lib, "cuGetProcAddress_v2"));
   if (!get_proc) {
-    l.error = "no CUDA driver found: libcuda.so.1 has no cuGetProcAddress_v2 (driver older than "
-              "CUDA 12)";
+    l.error =
+        "no CUDA driver found: libcuda.so.1 has no cuGetProcAddress_v2 (driver older than "
+        "CUDA 12)";
     return l;
   }
   auto resolve = [&](const char* name, auto& fn) {

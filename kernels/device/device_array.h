@@ -69,9 +69,7 @@ class DeviceArray {
   }
   void zero(Stream stream = nullptr) { backend_->memset(ptr_, 0, size_ * sizeof(T), stream); }
   /// Every byte 0xff: NaN in float32 and float64 (tests poison outputs with it).
-  void poison(Stream stream = nullptr) {
-    backend_->memset(ptr_, 0xff, size_ * sizeof(T), stream);
-  }
+  void poison(Stream stream = nullptr) { backend_->memset(ptr_, 0xff, size_ * sizeof(T), stream); }
 
   /// Frees the allocation (size and capacity 0), for a working set that a call stops needing.
   void release() {

@@ -1,8 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // DType's names and sizes, and the content hash (dtype.h, content_hash.h).
-#include "clebsch/cuda/device/content_hash.h"
 #include "clebsch/cuda/device/dtype.h"
+#include "clebsch/cuda/device/content_hash.h"
 
 namespace clebsch::cuda {
 

@@ -16,16 +16,15 @@
 #include <string>
 #include <thread>
 
+#include "clebsch/cuda/device/content_hash.h"
 #include "clebsch/cuda/device/cuda_driver.h"
 #include "clebsch/support/error.h"
-#include "clebsch/cuda/device/content_hash.h"
 
 namespace clebsch::cuda {
 namespace {
 
 void nvrtc_check(nvrtcResult r, const char* what) {
-  if (r != NVRTC_SUCCESS)
-    throw CudaError(std::string(what) + " failed: " + nvrtcGetErrorString(r));
+  if (r != NVRTC_SUCCESS) throw CudaError(std::string(what) + " failed: " + nvrtcGetErrorString(r));
 }
 
 // RAII owner of an NVRTC program.
@@ -54,8 +53,7 @@ class Program {
 
 // The options that decide the binary (the cache key); the resource report is added on top.
 std::vector<std::string> nvrtc_options(const CompileOptions& o) {
-  std::vector<std::string> opts = {"--gpu-architecture=" + o.arch, "-std=c++17",
-                                   "--fmad=true"};
+  std::vector<std::string> opts = {"--gpu-architecture=" + o.arch, "-std=c++17", "--fmad=true"};
   opts.insert(opts.end(), o.extra.begin(), o.extra.end());
   return opts;
 }

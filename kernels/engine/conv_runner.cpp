@@ -39,8 +39,8 @@ std::vector<KernelSpec> ConvRunner::kernel_specs(const Schedule& s) {
   std::vector<KernelSpec> specs;
   for (const PassSchedule& ps : s.passes)
     for (std::size_t g = 0; g < ps.groups.size(); ++g)
-      specs.push_back({kernel_name(ps.pass, int(g)), "ConvArgs", true,
-                       unsigned(ps.launch.shared_bytes)});
+      specs.push_back(
+          {kernel_name(ps.pass, int(g)), "ConvArgs", true, unsigned(ps.launch.shared_bytes)});
   return specs;
 }
 

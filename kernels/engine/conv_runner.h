@@ -11,8 +11,8 @@
 #include <string>
 
 #include "clebsch/cuda/device/device_backend.h"
-#include "clebsch/cuda/graph/edge_orderings.h"
 #include "clebsch/cuda/generator/tp_launcher.h"
+#include "clebsch/cuda/graph/edge_orderings.h"
 
 namespace clebsch::cuda {
 

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
-#include "clebsch/support/error.h"
 #include "clebsch/cuda/engine/mace_cuda_engine.h"
 #include "clebsch/cuda/engine/nequip_cuda_engine.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
 
@@ -34,9 +34,9 @@ void HostGraphIndices::download(DeviceBackend& backend, const DeviceAtomGraph& g
 
 }  // namespace clebsch::cuda
 
-extern "C" void* clebsch_cuda_create_engine_v2(const void* model, int precision,
-                                               int deterministic, int device, long long edge_batch,
-                                               char* error, std::size_t error_size) {
+extern "C" void* clebsch_cuda_create_engine_v2(const void* model, int precision, int deterministic,
+                                               int device, long long edge_batch, char* error,
+                                               std::size_t error_size) {
   try {
     if (edge_batch < 0) throw clebsch::Error("edge_batch must not be negative");
     clebsch::cuda::CudaEngineOptions o;

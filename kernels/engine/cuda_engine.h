@@ -2,9 +2,9 @@
 //
 // The CUDA engine: clebsch::Engine on a GPU (or on the emulated backend, for tests without one).
 // make_cuda_engine picks the implementation by the model's architecture (MACE:
-// mace_cuda_engine.cpp, NequIP: nequip_cuda_engine.cpp). Besides Engine::compute (host graph in, host results out), a
-// CudaEngine takes device-resident inputs on the caller's stream through compute_device(), for
-// callers that keep atoms on the device (the Kokkos pair style).
+// mace_cuda_engine.cpp, NequIP: nequip_cuda_engine.cpp). Besides Engine::compute (host graph in,
+// host results out), a CudaEngine takes device-resident inputs on the caller's stream through
+// compute_device(), for callers that keep atoms on the device (the Kokkos pair style).
 //
 // The library also exports an extern "C" factory, clebsch_cuda_create_engine_v2, that the LAMMPS
 // plugin resolves with dlopen/dlsym, so that the plugin never links libclebsch_cuda (and with it
@@ -49,10 +49,10 @@ struct CudaEngineOptions {
 /// Same conventions as AtomGraph (engine.h).
 struct DeviceAtomGraph {
   std::size_t num_local = 0, num_nodes = 0, num_edges = 0;
-  const int* species = nullptr;   ///< [num_nodes]
-  const int* center = nullptr;    ///< [num_edges]
-  const int* neighbor = nullptr;  ///< [num_edges]
-  const double* vector = nullptr; ///< [num_edges][3]
+  const int* species = nullptr;    ///< [num_nodes]
+  const int* center = nullptr;     ///< [num_edges]
+  const int* neighbor = nullptr;   ///< [num_edges]
+  const double* vector = nullptr;  ///< [num_edges][3]
 };
 
 /// Host copies of a device graph's index arrays, for the paths that need them on the host (a
@@ -96,13 +96,12 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const model::Model& model, Precisio
 
 extern "C" {
 /// C entry point for dlopen users: returns a new clebsch::Engine* (CudaEngine) or null with the
-/// reason in @p error (a buffer of @p error_size bytes). @p model is a const clebsch::model::Model*.
-/// The caller owns the engine and deletes it through Engine's virtual destructor (same C++
-/// runtime: plugin and library are built together). @p edge_batch is CudaEngineOptions::
-/// edge_batch (0: automatic). With $CLEBSCH_CUDA_BACKEND=emulated the engine runs on the
-/// emulated backend (tests of the LAMMPS integration without a GPU). v2: edge_batch added (a
-/// plugin looking for v1 fails to load this library with a message, not a wrong call).
-void* clebsch_cuda_create_engine_v2(const void* model, int precision, int deterministic,
-                                    int device, long long edge_batch, char* error,
-                                    std::size_t error_size);
+/// reason in @p error (a buffer of @p error_size bytes). @p model is a const
+/// clebsch::model::Model*. The caller owns the engine and deletes it through Engine's virtual
+/// destructor (same C++ runtime: plugin and library are built together). @p edge_batch is
+/// CudaEngineOptions:: edge_batch (0: automatic). With $CLEBSCH_CUDA_BACKEND=emulated the engine
+/// runs on the emulated backend (tests of the LAMMPS integration without a GPU). v2: edge_batch
+/// added (a plugin looking for v1 fails to load this library with a message, not a wrong call).
+void* clebsch_cuda_create_engine_v2(const void* model, int precision, int deterministic, int device,
+                                    long long edge_batch, char* error, std::size_t error_size);
 }

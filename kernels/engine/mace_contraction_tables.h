@@ -16,7 +16,7 @@ namespace clebsch::cuda {
 
 struct ContractionTables {
   int C = 0, D = 0, dim_b = 0, num_w_rows = 0, num_species = 0;
-  std::vector<int> pair_factors;  ///< [pairs][4], unused -1
+  std::vector<int> pair_factors;                                          ///< [pairs][4], unused -1
   std::vector<int> pair_nu, pair_b_base, pair_b_stride, pair_term_begin;  ///< term_begin [P+1]
   std::vector<int> term_w_row;
   std::vector<double> term_coef;

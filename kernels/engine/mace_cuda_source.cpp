@@ -6,9 +6,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/device_source_tables.h"
 #include "clebsch/support/error.h"
-#include "clebsch/cuda/device/generic_kernels.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {

@@ -1,8 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // Generation of the NequIP module's prelude (see nequip_cuda_source.h). The ZBL constants are
-// the host engine's (src/engine/nequip_engine.cpp, Zbl): screening (Z_i^pzbl + Z_j^pzbl) / a0 and Z_i Z_j
-// per species pair, qqr2exesquare, the four c and d.
+// the host engine's (src/engine/nequip_engine.cpp, Zbl): screening (Z_i^pzbl + Z_j^pzbl) / a0 and
+// Z_i Z_j per species pair, qqr2exesquare, the four c and d.
 #include "clebsch/cuda/engine/nequip_cuda_source.h"
 
 #include <algorithm>

@@ -16,7 +16,7 @@ TensorProduct conv_tensor_product(const Irreps& node_irreps, const Irreps& edge_
   std::vector<Ins> ins;
   for (std::size_t i = 0; i < node_irreps.size(); ++i)
     for (std::size_t j = 0; j < edge_irreps.size(); ++j)
-      for (const Irrep& ir : node_irreps[i].ir * edge_irreps[j].ir) {
+      for (const Irrep& ir : node_irreps[i].ir* edge_irreps[j].ir) {
         bool wanted = false;
         for (const MulIrrep& t : target) wanted |= t.ir == ir;
         if (!wanted) continue;
@@ -86,8 +86,8 @@ std::vector<CoverageShape> coverage_shapes() {
                                          Irreps("8x0o+8x0e+8x1o+8x1e+8x2e"))},
       {"NonUniform", conv_tensor_product(Irreps("128x0e+64x1o+32x2e"), Irreps("0e+1o+2e"),
                                          Irreps("128x0e+64x1o+32x2e"))},
-      {"HighL8", conv_tensor_product(Irreps("33x8e+5x7o"), Irreps("0e+1o+8e"),
-                                     Irreps("0e+1o+7o+8e"))},
+      {"HighL8",
+       conv_tensor_product(Irreps("33x8e+5x7o"), Irreps("0e+1o+8e"), Irreps("0e+1o+7o+8e"))},
       {"WeightlessMul2", std::move(weightless)},
   };
 }

@@ -71,8 +71,7 @@ std::string blocks_str(const std::vector<TpBlock>& blocks) {
 
 bool TpPath::operator==(const TpPath& o) const {
   if (in1 != o.in1 || in2 != o.in2 || out != o.out || has_weight != o.has_weight ||
-      weight_offset != o.weight_offset || cg.size() != o.cg.size() ||
-      description != o.description)
+      weight_offset != o.weight_offset || cg.size() != o.cg.size() || description != o.description)
     return false;
   for (std::size_t n = 0; n < cg.size(); ++n) {
     const CgEntry &a = cg[n], &b = o.cg[n];
@@ -133,14 +132,13 @@ void TpProblem::validate() const {
     int offset = 0;
     for (std::size_t n = 0; n < blocks.size(); ++n) {
       const TpBlock& b = blocks[n];
-      const std::string where = std::string(name) + " block " + std::to_string(n) + " (" +
-                                blocks_str({b}) + "): ";
+      const std::string where =
+          std::string(name) + " block " + std::to_string(n) + " (" + blocks_str({b}) + "): ";
       if (b.mul < 0 || b.l < 0 || (b.p != 1 && b.p != -1))
         throw Error(where + "needs mul >= 0, l >= 0, p = +-1");
       if (b.l > kMaxKernelL)
         throw CapacityError(where + "l=" + std::to_string(b.l) +
-                            " exceeds the CUDA kernels' limit l <= " +
-                            std::to_string(kMaxKernelL));
+                            " exceeds the CUDA kernels' limit l <= " + std::to_string(kMaxKernelL));
       if (b.offset != offset)
         throw Error(where + "offset " + std::to_string(b.offset) + " should be " +
                     std::to_string(offset));
@@ -169,8 +167,8 @@ void TpProblem::validate() const {
       throw Error(where + "uvu needs mul1 == mul_out, got " + std::to_string(a.mul) + " and " +
                   std::to_string(c.mul));
     if (a.p * b.p != c.p || c.l < std::abs(a.l - b.l) || c.l > a.l + b.l)
-      throw Error(where + "selection rule violated: " + blocks_str({a}) + " x " +
-                  blocks_str({b}) + " -> " + blocks_str({c}));
+      throw Error(where + "selection rule violated: " + blocks_str({a}) + " x " + blocks_str({b}) +
+                  " -> " + blocks_str({c}));
     if (p.has_weight) {
       const int size = a.mul * b.mul;
       if (p.weight_offset < 0 || p.weight_offset + size > weight_numel_)
@@ -187,8 +185,8 @@ void TpProblem::validate() const {
     for (const CgEntry& e : p.cg)
       if (e.i < 0 || e.i >= a.dim() || e.j < 0 || e.j >= b.dim() || e.k < 0 || e.k >= c.dim() ||
           !std::isfinite(e.c))
-        throw Error(where + "CG entry (" + std::to_string(e.i) + ", " + std::to_string(e.j) +
-                    ", " + std::to_string(e.k) + ") outside the blocks or not finite");
+        throw Error(where + "CG entry (" + std::to_string(e.i) + ", " + std::to_string(e.j) + ", " +
+                    std::to_string(e.k) + ") outside the blocks or not finite");
   }
 }
 
@@ -216,15 +214,14 @@ std::string TpProblem::hash_hex() const { return hex64(hash()); }
 std::string TpProblem::str() const {
   std::ostringstream os;
   os << blocks_str(in1_) << " x " << blocks_str(in2_) << " -> " << blocks_str(out_) << " | "
-     << paths_.size() << " uvu paths | " << weight_numel_ << " weights/edge | "
-     << to_string(dtype_) << " | " << to_string(accumulation_);
+     << paths_.size() << " uvu paths | " << weight_numel_ << " weights/edge | " << to_string(dtype_)
+     << " | " << to_string(accumulation_);
   return os.str();
 }
 
 bool TpProblem::operator==(const TpProblem& o) const {
   return in1_ == o.in1_ && in2_ == o.in2_ && out_ == o.out_ && paths_ == o.paths_ &&
-         weight_numel_ == o.weight_numel_ && dtype_ == o.dtype_ &&
-         accumulation_ == o.accumulation_;
+         weight_numel_ == o.weight_numel_ && dtype_ == o.dtype_ && accumulation_ == o.accumulation_;
 }
 
 }  // namespace clebsch::cuda

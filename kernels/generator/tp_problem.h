@@ -73,8 +73,7 @@ class TpProblem {
 
   /// Builds from parts. @throws Error if validate() fails.
   TpProblem(std::vector<TpBlock> in1, std::vector<TpBlock> in2, std::vector<TpBlock> out,
-            std::vector<TpPath> paths, int weight_numel, DType dtype,
-            Accumulation accumulation);
+            std::vector<TpPath> paths, int weight_numel, DType dtype, Accumulation accumulation);
 
   const std::vector<TpBlock>& in1() const { return in1_; }
   const std::vector<TpBlock>& in2() const { return in2_; }

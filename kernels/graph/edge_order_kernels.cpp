@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "clebsch/cuda/templates/edge_order_args.h"
 #include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/templates/edge_order_args.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
@@ -30,13 +30,18 @@ ModuleSource module_source() {
 }  // namespace
 
 EdgeOrderKernels::EdgeOrderKernels(DeviceBackend& backend)
-    : backend_(backend), module_(backend.load(module_source())), counts_(backend),
-      chunk_sums_(backend), batch_edge_(backend), batch_centre_(backend), status_(backend, 1) {}
+    : backend_(backend),
+      module_(backend.load(module_source())),
+      counts_(backend),
+      chunk_sums_(backend),
+      batch_edge_(backend),
+      batch_centre_(backend),
+      status_(backend, 1) {}
 
-bool EdgeOrderKernels::build(DeviceEdgeOrderings& out, std::size_t num_local,
-                             std::size_t num_nodes, std::size_t num_edges, int num_species,
-                             const int* species, const int* center, const int* neighbor,
-                             std::size_t max_batch_edges, Stream s) {
+bool EdgeOrderKernels::build(DeviceEdgeOrderings& out, std::size_t num_local, std::size_t num_nodes,
+                             std::size_t num_edges, int num_species, const int* species,
+                             const int* center, const int* neighbor, std::size_t max_batch_edges,
+                             Stream s) {
   const long long L = static_cast<long long>(num_local), N = static_cast<long long>(num_nodes),
                   E = static_cast<long long>(num_edges);
   if (num_local > num_nodes || (N > 0 && !species) || (E > 0 && (!center || !neighbor)))
@@ -59,8 +64,7 @@ bool EdgeOrderKernels::build(DeviceEdgeOrderings& out, std::size_t num_local,
   a.centre_ptr = out.centre_ptr.data(), a.perm = out.perm.data();
   run("clebsch_edges_centre_ptr", std::max(L + 1, E));
   centre_ptr_.resize(num_local + 1);
-  backend_.download(centre_ptr_.data(), out.centre_ptr.data(), centre_ptr_.size() * sizeof(int),
-                    s);
+  backend_.download(centre_ptr_.data(), out.centre_ptr.data(), centre_ptr_.size() * sizeof(int), s);
   cut_batches(centre_ptr_, max_batch_edges, out.batch_centre, out.batch_edge);
   const long long B = static_cast<long long>(out.num_batches());
   local_centre_ptr_ = local_centre_ptr(centre_ptr_, out.batch_centre, out.batch_edge);

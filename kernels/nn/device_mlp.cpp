@@ -61,8 +61,7 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
 }
 
 template <class T>
-void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y,
-                           Stream s) {
+void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s) {
   const T* in = x;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
@@ -113,7 +112,8 @@ std::size_t DeviceMlp<T>::scratch_per_row() const {
   std::size_t n = 2 * static_cast<std::size_t>(max_hidden_);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const bool last = l + 1 == layers_.size();
-    n += static_cast<std::size_t>(layers_[l].h_out) * ((layers_[l].has_act ? 1 : 0) + (last ? 0 : 1));
+    n += static_cast<std::size_t>(layers_[l].h_out) *
+         ((layers_[l].has_act ? 1 : 0) + (last ? 0 : 1));
   }
   return n;
 }

@@ -16,9 +16,12 @@ Precision precision_from_string(const std::string& text) {
 
 std::string to_string(Precision precision) {
   switch (precision) {
-    case Precision::kFloat64: return "fp64";
-    case Precision::kFloat32: return "fp32";
-    case Precision::kMixed: return "mixed";
+    case Precision::kFloat64:
+      return "fp64";
+    case Precision::kFloat32:
+      return "fp32";
+    case Precision::kMixed:
+      return "mixed";
   }
   return "?";
 }

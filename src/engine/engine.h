@@ -26,20 +26,20 @@ namespace clebsch {
 
 /// The atomic graph of one force evaluation. Pointers are borrowed for the duration of compute().
 struct AtomGraph {
-  std::size_t num_local = 0;  ///< atoms whose energies count
-  std::size_t num_nodes = 0;  ///< local + ghost atoms
+  std::size_t num_local = 0;     ///< atoms whose energies count
+  std::size_t num_nodes = 0;     ///< local + ghost atoms
   const int* species = nullptr;  ///< [num_nodes] model species index (0-based, model order)
   std::size_t num_edges = 0;
-  const int* center = nullptr;       ///< [num_edges] local atom receiving the message
-  const int* neighbor = nullptr;     ///< [num_edges] atom sending it (local or ghost)
-  const double* vector = nullptr;    ///< [num_edges][3] x[neighbor] - x[center]
+  const int* center = nullptr;     ///< [num_edges] local atom receiving the message
+  const int* neighbor = nullptr;   ///< [num_edges] atom sending it (local or ghost)
+  const double* vector = nullptr;  ///< [num_edges][3] x[neighbor] - x[center]
 };
 
 /// What compute() returns. Buffers are resized by the engine.
 struct EngineResult {
-  double energy = 0;                   ///< Σ over local atoms of atom_energy (eV)
-  std::vector<double> atom_energy;     ///< [num_local] (eV), reference energies included
-  std::vector<double> edge_gradient;   ///< [num_edges][3] dE/d vector (eV/Å)
+  double energy = 0;                  ///< Σ over local atoms of atom_energy (eV)
+  std::vector<double> atom_energy;    ///< [num_local] (eV), reference energies included
+  std::vector<double> edge_gradient;  ///< [num_edges][3] dE/d vector (eV/Å)
 };
 
 /// Moves node features between ranks between message-passing layers. Implemented by the caller
@@ -90,8 +90,7 @@ class Engine {
   /// the same sequence of exchange calls on every rank, also when it has no local atoms or no
   /// edges. @throws Error on an invalid graph (species out of range, edge index out of range,
   /// vector longer than the cutoff, atoms closer than the engine's minimum distance).
-  virtual void compute(const AtomGraph& graph, EngineResult& result,
-                       GhostExchange* exchange) = 0;
+  virtual void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) = 0;
 };
 
 }  // namespace clebsch

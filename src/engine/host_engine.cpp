@@ -3,16 +3,18 @@
 // Chooses the host engine implementation by the model's architecture.
 #include "clebsch/engine/host_engine.h"
 
-#include "clebsch/support/error.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/engine/nequip_engine.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 
 std::unique_ptr<Engine> make_host_engine(const model::Model& model, Precision precision) {
   switch (model.arch) {
-    case model::Arch::kMace: return std::make_unique<MaceEngine>(model, precision);
-    case model::Arch::kNequip: return std::make_unique<NequipEngine>(model, precision);
+    case model::Arch::kMace:
+      return std::make_unique<MaceEngine>(model, precision);
+    case model::Arch::kNequip:
+      return std::make_unique<NequipEngine>(model, precision);
   }
   throw Error("make_host_engine: unknown model architecture");
 }

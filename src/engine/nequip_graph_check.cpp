@@ -40,8 +40,8 @@ void check_nequip_graph(const AtomGraph& g, bool has_exchange, const NequipGraph
                 " ghost nodes but no GhostExchange was given");
   for (std::size_t n = 0; n < g.num_nodes; ++n)
     if (g.species[n] < 0 || g.species[n] >= num_species)
-      throw Error("NequipEngine: species[" + std::to_string(n) + "] = " +
-                  std::to_string(g.species[n]) + " is out of range [0, " +
+      throw Error("NequipEngine: species[" + std::to_string(n) +
+                  "] = " + std::to_string(g.species[n]) + " is out of range [0, " +
                   std::to_string(num_species) + ")");
   for (std::size_t e = 0; e < g.num_edges; ++e) {
     const int c = g.center[e], j = g.neighbor[e];
@@ -49,8 +49,8 @@ void check_nequip_graph(const AtomGraph& g, bool has_exchange, const NequipGraph
       throw Error("NequipEngine: edge " + std::to_string(e) + " has center " + std::to_string(c) +
                   ", not a local atom [0, " + std::to_string(g.num_local) + ")");
     if (j < 0 || static_cast<std::size_t>(j) >= g.num_nodes)
-      throw Error("NequipEngine: edge " + std::to_string(e) + " has neighbor " +
-                  std::to_string(j) + ", not a node [0, " + std::to_string(g.num_nodes) + ")");
+      throw Error("NequipEngine: edge " + std::to_string(e) + " has neighbor " + std::to_string(j) +
+                  ", not a node [0, " + std::to_string(g.num_nodes) + ")");
     if (!check_vectors) continue;
     const double* v = g.vector + 3 * e;
     if (!(std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2])))

@@ -1,8 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The graph checks of the NequIP engines: one function that the host engine (nequip_engine.cpp)
-// and the CUDA engine (kernels/engine/nequip_cuda_engine.cpp) both call, so that an invalid graph fails
-// with the same Error and the same message on either device.
+// and the CUDA engine (kernels/engine/nequip_cuda_engine.cpp) both call, so that an invalid graph
+// fails with the same Error and the same message on either device.
 #pragma once
 
 #include <string>
@@ -27,7 +27,7 @@ struct NequipGraphLimits {
 ///   callers that check the geometry elsewhere (the CUDA engine on a device graph)
 /// @throws Error (CapacityError for counts beyond 32-bit indices) naming the offending value,
 ///   every message prefixed "NequipEngine: ".
-void check_nequip_graph(const AtomGraph& graph, bool has_exchange,
-                        const NequipGraphLimits& limits, bool check_vectors = true);
+void check_nequip_graph(const AtomGraph& graph, bool has_exchange, const NequipGraphLimits& limits,
+                        bool check_vectors = true);
 
 }  // namespace clebsch

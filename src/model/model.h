@@ -99,11 +99,11 @@ struct Gate {
 /// W [num_species, K, num_features].
 struct SymmetricContraction {
   struct Term {
-    int nu;                          ///< correlation order of this term, 1..correlation
+    int nu;                             ///< correlation order of this term, 1..correlation
     std::vector<std::int64_t> u_shape;  ///< [2L+1, D x nu, K]
     std::vector<double> U;
     int K;
-    std::vector<double> W;           ///< [num_species][K][C]
+    std::vector<double> W;  ///< [num_species][K][C]
   };
   struct Contraction {
     Irrep irrep_out;
@@ -132,7 +132,7 @@ struct MaceRadial {
   int num_basis = 0;
   std::vector<double> bessel_weights;  ///< [num_basis]
   double prefactor = 0;
-  double r_max = 0;    ///< of the basis and of the cutoff (checked equal), = Model::r_max
+  double r_max = 0;  ///< of the basis and of the cutoff (checked equal), = Model::r_max
   double cutoff_p = 0;
   bool apply_cutoff = true;
   struct Agnesi {
@@ -162,8 +162,8 @@ struct MaceInteraction {
       irreps_target, irreps_hidden_out;
   Linear linear_up, linear;
   Mlp radial_mlp;
-  TensorProduct conv_tp;  ///< uvu, external weights
-  TensorProduct skip_tp;  ///< uvw, internal weights, second input = one-hot species
+  TensorProduct conv_tp;               ///< uvu, external weights
+  TensorProduct skip_tp;               ///< uvw, internal weights, second input = one-hot species
   bool skip_on_node_features = false;  ///< true: sc = skip_tp(h_in, o); false: M = skip_tp(M, o)
   double avg_num_neighbors = 1.0;      ///< used when !density_normalization
   std::optional<Mlp> density_mlp;      ///< used when density_normalization
@@ -212,9 +212,9 @@ struct NequipLayer {
   bool resnet = false;
   std::optional<TensorProduct> sc;  ///< uvw, internal, second input = type embedding
   Linear linear_1;
-  std::vector<double> norm_const;   ///< [num_species] (the reader broadcasts a stored [1])
+  std::vector<double> norm_const;  ///< [num_species] (the reader broadcasts a stored [1])
   Mlp edge_mlp;
-  TensorProduct tp;                 ///< uvu, external weights
+  TensorProduct tp;  ///< uvu, external weights
   Linear linear_2;
   Gate gate;
 };
@@ -246,7 +246,7 @@ enum class EdgeVector { kCentreMinusNeighbour, kNeighbourMinusCentre };
 struct Model {
   std::string format_version;  ///< "MAJOR.MINOR"
   Arch arch = Arch::kMace;
-  std::string model_dtype;     ///< "float32" / "float64": the training precision
+  std::string model_dtype;  ///< "float32" / "float64": the training precision
   std::string source_sha256;
   std::vector<Species> species;
   double r_max = 0;

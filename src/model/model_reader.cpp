@@ -14,8 +14,8 @@
 #include <limits>
 #include <sstream>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/model_reader_detail.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace model_reader {

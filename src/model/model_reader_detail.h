@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/o3/irreps.h"
 #include "clebsch/model/model.h"
 #include "clebsch/model/safetensors.h"
+#include "clebsch/o3/irreps.h"
 
 namespace clebsch::model_reader {
 

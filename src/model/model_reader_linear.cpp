@@ -4,8 +4,8 @@
 // linear op, so that a file the reader accepts cannot make that construction fail later.
 #include "clebsch/model/model_reader_linear.h"
 
-#include "clebsch/support/error.h"
 #include "clebsch/nn/linear.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::model_reader {
 

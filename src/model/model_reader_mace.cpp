@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/model_reader_detail.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::model_reader {
 namespace {
@@ -56,7 +56,8 @@ model::MaceRadial parse_radial(const Node& rad, const model::Model& top) {
   const Node rmax = rad.at("r_max");
   r.r_max = rmax.positive();
   if (!same_value(r.r_max, top.r_max))
-    rmax.fail("is " + number_text(r.r_max) + ", but the model's r_max is " + number_text(top.r_max));
+    rmax.fail("is " + number_text(r.r_max) + ", but the model's r_max is " +
+              number_text(top.r_max));
   const Node cutoff = rad.object("cutoff");
   cutoff.at("type").one_of({"polynomial"});
   r.cutoff_p = cutoff.at("p").positive();

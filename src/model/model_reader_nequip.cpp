@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "clebsch/support/error.h"
 #include "clebsch/model/model_reader_detail.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::model_reader {
 namespace {
@@ -29,12 +29,12 @@ model::NequipRadial parse_radial(const Node& rad, const model::Model& top) {
     for (int j = 0; j < S; ++j) {
       const double v = r.rmax_recip[i * S + j], pair = top.r_max_pairs[i * S + j];
       if (!(v > 0))
-        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " + number_text(v) +
-                   ", expected 1/cutoff > 0");
+        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " +
+                   number_text(v) + ", expected 1/cutoff > 0");
       if (std::abs(v * pair - 1) > 1e-9)
-        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " + number_text(v) +
-                   ", but r_max_pairs[" + std::to_string(i) + "][" + std::to_string(j) + "] is " +
-                   number_text(pair) + " (expected its reciprocal)");
+        recip.fail("entry [" + std::to_string(i) + "][" + std::to_string(j) + "] is " +
+                   number_text(v) + ", but r_max_pairs[" + std::to_string(i) + "][" +
+                   std::to_string(j) + "] is " + number_text(pair) + " (expected its reciprocal)");
     }
   const Node cutoff = rad.object("cutoff");
   cutoff.at("type").one_of({"polynomial"});

@@ -11,13 +11,13 @@
 #include <cmath>
 #include <limits>
 
-#include "clebsch/nn/activation.h"
-#include "clebsch/o3/clebsch_gordan.h"
-#include "clebsch/support/error.h"
-#include "clebsch/nn/gate.h"
 #include "clebsch/model/model_reader_detail.h"
 #include "clebsch/model/model_reader_linear.h"
+#include "clebsch/nn/activation.h"
+#include "clebsch/nn/gate.h"
+#include "clebsch/o3/clebsch_gordan.h"
 #include "clebsch/o3/tensor_product.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::model_reader {
 namespace {
@@ -138,8 +138,9 @@ void check_coupling(const Node& cg_node, const std::vector<double>& P, int l1, i
     cg_node.fail("the coupling is not a multiple of wigner_3j" + triple + " (max deviation " +
                  number_text(dev) + "), so it is not equivariant");
   if (std::abs(std::abs(c) - path_weight) > kTol * std::max(1.0, path_weight))
-    cg_node.fail("the coupling is " + number_text(c) + " * wigner_3j" + triple + ", but path_weight is " +
-                 number_text(path_weight) + " (the coupling includes it)");
+    cg_node.fail("the coupling is " + number_text(c) + " * wigner_3j" + triple +
+                 ", but path_weight is " + number_text(path_weight) +
+                 " (the coupling includes it)");
 }
 
 }  // namespace

@@ -24,12 +24,11 @@ constexpr std::uint64_t kMaxHeaderBytes = 64u << 20;
 
 DType parse_dtype(const std::string& s, const std::string& where) {
   static const std::map<std::string, DType> names = {
-      {"F64", DType::kF64}, {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16},
-      {"I64", DType::kI64}, {"I32", DType::kI32}, {"I16", DType::kI16}, {"I8", DType::kI8},
+      {"F64", DType::kF64}, {"F32", DType::kF32},  {"F16", DType::kF16}, {"BF16", DType::kBF16},
+      {"I64", DType::kI64}, {"I32", DType::kI32},  {"I16", DType::kI16}, {"I8", DType::kI8},
       {"U8", DType::kU8},   {"BOOL", DType::kBool}};
   auto it = names.find(s);
-  if (it == names.end())
-    throw ModelFormatError(where + ": unsupported dtype \"" + s + "\"");
+  if (it == names.end()) throw ModelFormatError(where + ": unsupported dtype \"" + s + "\"");
   return it->second;
 }
 
@@ -77,16 +76,26 @@ std::size_t dtype_size(DType d) {
 
 std::string to_string(DType d) {
   switch (d) {
-    case DType::kF64: return "F64";
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kI64: return "I64";
-    case DType::kI32: return "I32";
-    case DType::kI16: return "I16";
-    case DType::kI8: return "I8";
-    case DType::kU8: return "U8";
-    case DType::kBool: return "BOOL";
+    case DType::kF64:
+      return "F64";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI64:
+      return "I64";
+    case DType::kI32:
+      return "I32";
+    case DType::kI16:
+      return "I16";
+    case DType::kI8:
+      return "I8";
+    case DType::kU8:
+      return "U8";
+    case DType::kBool:
+      return "BOOL";
   }
   return "?";
 }
@@ -193,9 +202,10 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, const st
   std::size_t expect = 0;
   for (const auto& r : ranges) {
     if (r.first != expect)
-      throw ModelFormatError(where + ": tensor data " +
-                             (r.first < expect ? std::string("overlaps") : std::string("has a gap")) +
-                             " at byte " + std::to_string(std::min(r.first, expect)));
+      throw ModelFormatError(
+          where + ": tensor data " +
+          (r.first < expect ? std::string("overlaps") : std::string("has a gap")) + " at byte " +
+          std::to_string(std::min(r.first, expect)));
     expect = r.second;
   }
   if (expect != data_len)
@@ -236,9 +246,15 @@ std::vector<double> SafetensorsFile::to_double(const std::string& name,
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint8_t* p = t.data + i * s;
     switch (t.dtype) {
-      case DType::kF64: out[i] = load<double>(p); break;
-      case DType::kF32: out[i] = load<float>(p); break;
-      case DType::kF16: out[i] = half_to_double(load<std::uint16_t>(p)); break;
+      case DType::kF64:
+        out[i] = load<double>(p);
+        break;
+      case DType::kF32:
+        out[i] = load<float>(p);
+        break;
+      case DType::kF16:
+        out[i] = half_to_double(load<std::uint16_t>(p));
+        break;
       case DType::kBF16: {
         const std::uint32_t bits = std::uint32_t(load<std::uint16_t>(p)) << 16;
         float v;
@@ -246,12 +262,22 @@ std::vector<double> SafetensorsFile::to_double(const std::string& name,
         out[i] = v;
         break;
       }
-      case DType::kI64: out[i] = static_cast<double>(load<std::int64_t>(p)); break;
-      case DType::kI32: out[i] = load<std::int32_t>(p); break;
-      case DType::kI16: out[i] = load<std::int16_t>(p); break;
-      case DType::kI8: out[i] = load<std::int8_t>(p); break;
+      case DType::kI64:
+        out[i] = static_cast<double>(load<std::int64_t>(p));
+        break;
+      case DType::kI32:
+        out[i] = load<std::int32_t>(p);
+        break;
+      case DType::kI16:
+        out[i] = load<std::int16_t>(p);
+        break;
+      case DType::kI8:
+        out[i] = load<std::int8_t>(p);
+        break;
       case DType::kU8:
-      case DType::kBool: out[i] = *p; break;
+      case DType::kBool:
+        out[i] = *p;
+        break;
     }
   }
   return out;

@@ -15,8 +15,8 @@
 #include <mutex>
 #include <string>
 
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

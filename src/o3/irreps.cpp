@@ -65,7 +65,8 @@ std::string Irrep::str() const { return std::to_string(l_) + (p_ == 1 ? "e" : "o
 std::vector<Irrep> Irrep::operator*(const Irrep& other) const {
   std::vector<Irrep> out;
   const int p = p_ * other.p_;
-  for (int l = std::abs(l_ - other.l_); l <= l_ + other.l_ && l <= kMaxL; ++l) out.emplace_back(l, p);
+  for (int l = std::abs(l_ - other.l_); l <= l_ + other.l_ && l <= kMaxL; ++l)
+    out.emplace_back(l, p);
   return out;
 }
 

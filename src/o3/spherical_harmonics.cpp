@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "clebsch/o3/clebsch_gordan.h"
-#include "clebsch/support/error.h"
 #include "clebsch/o3/irreps.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch {
 namespace {

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/o3/tensor_product.h"
 
 namespace clebsch::cuda::test {
@@ -62,8 +62,7 @@ struct Graph {
   std::vector<int> sender, receiver;
 };
 
-inline Graph random_graph(int num_nodes, int num_edges, bool sorted_receivers,
-                          std::uint64_t seed) {
+inline Graph random_graph(int num_nodes, int num_edges, bool sorted_receivers, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::uniform_int_distribution<int> node(0, num_nodes - 1);
   Graph g{num_nodes, std::vector<int>(num_edges), std::vector<int>(num_edges)};
@@ -127,7 +126,7 @@ std::vector<double> widen(const std::vector<T>& v) {
 }  // namespace clebsch::cuda::test
 
 /// Skips a GPU test on machines without a CUDA device (CI, CPU-only hosts).
-#define CLEBSCH_REQUIRE_GPU()                                                  \
-  do {                                                                         \
+#define CLEBSCH_REQUIRE_GPU()                                                   \
+  do {                                                                          \
     if (!::clebsch::cuda::device_available()) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
