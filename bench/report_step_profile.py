@@ -51,7 +51,8 @@ def report(path: pathlib.Path, top: int, copy_tbps: float) -> str:
         for k in p["kernels"][:top]:
             moved = k.get("bytes", 0) or 0
             floor = ""
-            if moved:
+            # The device copy bandwidth bounds device-side rows only (not H2D/D2H over PCIe).
+            if moved and not k["name"].startswith(("copy H2D", "copy D2H")):
                 floor_ms = moved / (copy_tbps * 1e12) * 1e3
                 floor = f"{k['total_ms'] / floor_ms:.1f}" if floor_ms > 0 else ""
             lines.append(
