@@ -167,7 +167,50 @@ NequipZbl::NequipZbl(std::vector<double> atomic_numbers, double qqr2exesquare,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Batch forms: independent rows, so a plain static OpenMP loop.
+// Batch forms: independent rows, so a plain static OpenMP loop. MACE's and NequIP's embeddings
+// share them: both evaluate(r, a, b, feats, dfeats, cutoff, dcutoff) per edge, a and b being the
+// species (or types) of its two ends, 0 when the caller passes none.
+
+namespace {
+
+template <class Embedding, class T>
+void embedding_forward(const Embedding& emb, std::size_t n_edges, const T* r, const int* end_a,
+                       const int* end_b, std::common_type_t<T>* feats,
+                       std::common_type_t<T>* dfeats_dr, std::common_type_t<T>* cutoff,
+                       std::common_type_t<T>* dcutoff_dr) {
+  const std::size_t nb = static_cast<std::size_t>(emb.num_basis());
+  const long long n = static_cast<long long>(n_edges);
+#pragma omp parallel for schedule(static) if (n > kMinParallelEdges)
+  for (long long e = 0; e < n; ++e) {
+    const int a = end_a ? end_a[e] : 0, b = end_b ? end_b[e] : 0;
+    emb.evaluate(r[e], a, b, feats + e * nb, dfeats_dr ? dfeats_dr + e * nb : nullptr,
+                 cutoff ? cutoff + e : nullptr, dcutoff_dr ? dcutoff_dr + e : nullptr);
+  }
+}
+
+// grad_r[e] = grad_cutoff[e] dcutoff/dr + sum_k grad_feats[e][k] dfeats_k/dr.
+template <class Embedding, class T>
+void embedding_backward(const Embedding& emb, std::size_t n_edges, const T* r, const int* end_a,
+                        const int* end_b, const std::common_type_t<T>* grad_feats,
+                        const std::common_type_t<T>* grad_cutoff, std::common_type_t<T>* grad_r) {
+  const std::size_t nb = static_cast<std::size_t>(emb.num_basis());
+  const long long n = static_cast<long long>(n_edges);
+#pragma omp parallel if (n > kMinParallelEdges)
+  {
+    std::vector<T> f(nb), df(nb);
+#pragma omp for schedule(static)
+    for (long long e = 0; e < n; ++e) {
+      const int a = end_a ? end_a[e] : 0, b = end_b ? end_b[e] : 0;
+      T c, dc;
+      emb.evaluate(r[e], a, b, f.data(), df.data(), &c, &dc);
+      T g = grad_cutoff ? grad_cutoff[e] * dc : T(0);
+      for (std::size_t k = 0; k < nb; ++k) g += grad_feats[e * nb + k] * df[k];
+      grad_r[e] = g;
+    }
+  }
+}
+
+}  // namespace
 
 template <class T>
 void MaceRadialEmbedding::forward(std::size_t n_edges, const T* r, const int* species_u,
@@ -176,14 +219,7 @@ void MaceRadialEmbedding::forward(std::size_t n_edges, const T* r, const int* sp
                                   std::common_type_t<T>* dcutoff_dr) const {
   if (transform_ && n_edges > 0 && (!species_u || !species_v))
     throw Error("MaceRadialEmbedding: the Agnesi transform needs the species of both ends");
-  const std::size_t nb = static_cast<std::size_t>(num_basis());
-  const long long n = static_cast<long long>(n_edges);
-#pragma omp parallel for schedule(static) if (n > kMinParallelEdges)
-  for (long long e = 0; e < n; ++e) {
-    const int su = species_u ? species_u[e] : 0, sv = species_v ? species_v[e] : 0;
-    evaluate(r[e], su, sv, feats + e * nb, dfeats_dr ? dfeats_dr + e * nb : nullptr,
-             cutoff ? cutoff + e : nullptr, dcutoff_dr ? dcutoff_dr + e : nullptr);
-  }
+  embedding_forward(*this, n_edges, r, species_u, species_v, feats, dfeats_dr, cutoff, dcutoff_dr);
 }
 
 template <class T>
@@ -193,21 +229,7 @@ void MaceRadialEmbedding::backward(std::size_t n_edges, const T* r, const int* s
                                    std::common_type_t<T>* grad_r) const {
   if (transform_ && n_edges > 0 && (!species_u || !species_v))
     throw Error("MaceRadialEmbedding: the Agnesi transform needs the species of both ends");
-  const std::size_t nb = static_cast<std::size_t>(num_basis());
-  const long long n = static_cast<long long>(n_edges);
-#pragma omp parallel if (n > kMinParallelEdges)
-  {
-    std::vector<T> f(nb), df(nb);
-#pragma omp for schedule(static)
-    for (long long e = 0; e < n; ++e) {
-      const int su = species_u ? species_u[e] : 0, sv = species_v ? species_v[e] : 0;
-      T c, dc;
-      evaluate(r[e], su, sv, f.data(), df.data(), &c, &dc);
-      T g = grad_cutoff ? grad_cutoff[e] * dc : T(0);
-      for (std::size_t k = 0; k < nb; ++k) g += grad_feats[e * nb + k] * df[k];
-      grad_r[e] = g;
-    }
-  }
+  embedding_backward(*this, n_edges, r, species_u, species_v, grad_feats, grad_cutoff, grad_r);
 }
 
 template <class T>
@@ -226,14 +248,8 @@ void NequipRadialEmbedding::forward(std::size_t n_edges, const T* r, const int* 
                                     std::common_type_t<T>* dcutoff_dr) const {
   if (length_.per_edge_type() && n_edges > 0 && (!type_center || !type_neighbor))
     throw Error("NequipRadialEmbedding: per-edge-type cutoffs need the types of both ends");
-  const std::size_t nb = static_cast<std::size_t>(num_basis());
-  const long long n = static_cast<long long>(n_edges);
-#pragma omp parallel for schedule(static) if (n > kMinParallelEdges)
-  for (long long e = 0; e < n; ++e) {
-    const int tc = type_center ? type_center[e] : 0, tn = type_neighbor ? type_neighbor[e] : 0;
-    evaluate(r[e], tc, tn, feats + e * nb, dfeats_dr ? dfeats_dr + e * nb : nullptr,
-             cutoff ? cutoff + e : nullptr, dcutoff_dr ? dcutoff_dr + e : nullptr);
-  }
+  embedding_forward(*this, n_edges, r, type_center, type_neighbor, feats, dfeats_dr, cutoff,
+                    dcutoff_dr);
 }
 
 template <class T>
@@ -244,21 +260,8 @@ void NequipRadialEmbedding::backward(std::size_t n_edges, const T* r, const int*
                                      std::common_type_t<T>* grad_r) const {
   if (length_.per_edge_type() && n_edges > 0 && (!type_center || !type_neighbor))
     throw Error("NequipRadialEmbedding: per-edge-type cutoffs need the types of both ends");
-  const std::size_t nb = static_cast<std::size_t>(num_basis());
-  const long long n = static_cast<long long>(n_edges);
-#pragma omp parallel if (n > kMinParallelEdges)
-  {
-    std::vector<T> f(nb), df(nb);
-#pragma omp for schedule(static)
-    for (long long e = 0; e < n; ++e) {
-      const int tc = type_center ? type_center[e] : 0, tn = type_neighbor ? type_neighbor[e] : 0;
-      T c, dc;
-      evaluate(r[e], tc, tn, f.data(), df.data(), &c, &dc);
-      T g = grad_cutoff ? grad_cutoff[e] * dc : T(0);
-      for (std::size_t k = 0; k < nb; ++k) g += grad_feats[e * nb + k] * df[k];
-      grad_r[e] = g;
-    }
-  }
+  embedding_backward(*this, n_edges, r, type_center, type_neighbor, grad_feats, grad_cutoff,
+                     grad_r);
 }
 
 template <class T>
