@@ -14,8 +14,10 @@
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/mace_contraction_tables.h"
+#include "clebsch/cuda/engine/mace_cuda_source.h"
 #include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/nn/device_mlp.h"
+#include "clebsch/cuda/templates/mace_device_args.h"
 #include "clebsch/engine/mace_kernels.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/nn/symmetric_contraction.h"
@@ -43,6 +45,20 @@ std::vector<double> rows_to(const Irreps& irreps, const std::vector<double>& in,
       ir_mul_to_mul_ir(irreps, in.data() + r * d, out.data() + r * d);
   }
   return out;
+}
+
+// The host engine's contraction (src/nn/symmetric_contraction.h) of the model's layer.
+SymmetricContraction host_contraction(const model::SymmetricContraction& sc, int S) {
+  std::vector<ContractionTensors> cts;
+  for (const auto& con : sc.contractions) {
+    ContractionTensors ct{con.irrep_out, {}, {}};
+    for (const auto& term : con.terms) {
+      ct.U.push_back(DenseTensor{term.u_shape, term.U});
+      ct.W.push_back(DenseTensor{{S, term.K, sc.num_features}, term.W});
+    }
+    cts.push_back(std::move(ct));
+  }
+  return SymmetricContraction(sc.irreps_in, std::move(cts));
 }
 
 class DeviceOps : public ::testing::TestWithParam<std::string> {
@@ -138,6 +154,57 @@ TEST_P(DeviceOps, MlpForwardAndBackwardMatchTheHostEngine) {
   }
 }
 
+// The generated per-layer kernels (mace_symcon_source.h) of the model's own module, forward and
+// reverse mode, against the host engine's contraction on every species: A is read in the mul_ir
+// layout of the interaction linear's output, the host's [C][D] rows are its permutation.
+TEST_P(DeviceOps, GeneratedSymmetricContractionMatchesTheHostEngine) {
+  const model::Model& model = bundled();
+  const int S = model.num_species();
+  const auto module = backend_->load(
+      {"clebsch_mace.cu", mace_kernels_source(model, Precision::kFloat64), mace_kernel_specs(model)});
+  for (std::size_t t = 0; t < model.mace->products.size(); ++t) {
+    SCOPED_TRACE("layer " + std::to_string(t));
+    const int layer = static_cast<int>(t);
+    const ContractionTables tab = mace_contraction_tables(model, layer);
+    const SymconLayout lay = mace_symcon_layout(model, layer, tab);
+    const SymmetricContraction host = host_contraction(model.mace->products[t].contraction, S);
+    const int n = 2 * S + 3, C = tab.C, D = tab.D;
+    const std::vector<double> A = test::randn(n * C * D, 6), gB = test::randn(n * tab.dim_b, 7);
+    std::vector<double> A_dev(static_cast<std::size_t>(n) * lay.row, 0.0);
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < C; ++c)
+        for (int k = 0; k < D; ++k)
+          A_dev[i * lay.row + lay.base[k] + c * lay.stride[k]] = A[(i * C + c) * D + k];
+    std::vector<int> sp(n);
+    for (int i = 0; i < n; ++i) sp[i] = (3 * i + 1) % S;
+    std::vector<double> ref(n * host.dim_out()), gA_ref(A.size());
+    host.forward(n, sp.data(), A.data(), ref.data());
+    host.backward(n, sp.data(), A.data(), gB.data(), gA_ref.data());
+
+    DeviceArray<int> dsp(*backend_);
+    dsp.upload(sp);
+    DeviceArray<double> dW(*backend_);
+    dW.upload(tab.weights);
+    auto dA = up(A_dev), dgB = up(gB);
+    // Garbage first: the forward must write every output, the backward every component.
+    auto dB = up(std::vector<double>(ref.size(), 1e30)), dgA = up(std::vector<double>(A_dev.size(), 1e30));
+    SymConArgs sa{};
+    sa.A = dA.data(), sa.species = dsp.data(), sa.weights = dW.data(), sa.rows = n;
+    sa.B = dB.data();
+    backend_->launch(module->kernel(symcon_kernel_name(layer, false)), grid_for(n * C), nullptr, sa);
+    EXPECT_LE(test::rel_error(dB.download(), ref), 1e-13);
+    sa.B = dgB.data(), sa.gA = dgA.data();
+    backend_->launch(module->kernel(symcon_kernel_name(layer, true)), grid_for(n * C), nullptr, sa);
+    const std::vector<double> gA_dev = dgA.download();
+    std::vector<double> gA(A.size());
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < C; ++c)
+        for (int k = 0; k < D; ++k)
+          gA[(i * C + c) * D + k] = gA_dev[i * lay.row + lay.base[k] + c * lay.stride[k]];
+    EXPECT_LE(test::rel_error(gA, gA_ref), 1e-13);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, DeviceOps, ::testing::Values("emulated", "cuda"),
                          [](const auto& info) { return info.param; });
 
@@ -149,16 +216,7 @@ TEST(ContractionTables, EvaluateToTheHostContraction) {
     SCOPED_TRACE("layer " + std::to_string(t));
     const model::SymmetricContraction& sc = m.products[t].contraction;
     const ContractionTables tab = make_contraction_tables(sc, S, "contraction");
-    std::vector<ContractionTensors> cts;
-    for (const auto& con : sc.contractions) {
-      ContractionTensors ct{con.irrep_out, {}, {}};
-      for (const auto& term : con.terms) {
-        ct.U.push_back(DenseTensor{term.u_shape, term.U});
-        ct.W.push_back(DenseTensor{{S, term.K, sc.num_features}, term.W});
-      }
-      cts.push_back(std::move(ct));
-    }
-    const SymmetricContraction host(sc.irreps_in, std::move(cts));
+    const SymmetricContraction host = host_contraction(sc, S);
     ASSERT_EQ(tab.dim_b, host.dim_out());
     const int n = 5, C = tab.C, D = tab.D;
     const std::vector<double> A = test::randn(n * C * D, 5);

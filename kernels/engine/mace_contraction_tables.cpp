@@ -27,6 +27,10 @@ ContractionTables make_contraction_tables(const model::SymmetricContraction& sc,
     const auto& con = sc.contractions[ci];
     const int dL = con.irrep_out.dim();
     const std::string w = where + ".contractions[" + std::to_string(ci) + "]";
+    for (int M = 0; M < dL; ++M) {
+      t.slot_base.push_back(t.C * row_off + M);
+      t.slot_stride.push_back(dL);
+    }
     for (const auto& term : con.terms) {
       const int nu = term.nu;
       if (nu < 1 || nu > kMaxCorrelation)

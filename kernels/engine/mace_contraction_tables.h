@@ -21,6 +21,9 @@ struct ContractionTables {
   std::vector<int> term_w_row;
   std::vector<double> term_coef;
   std::vector<double> weights;  ///< [S][num_w_rows][C]
+  /// Every output component of a channel c: B[slot_base + c slot_stride], in output order (some
+  /// may have no pair: they stay zero).
+  std::vector<int> slot_base, slot_stride;
   int num_pairs() const { return static_cast<int>(pair_nu.size()); }
 };
 

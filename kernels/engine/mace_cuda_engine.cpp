@@ -88,15 +88,14 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   status_.bind(b);
   wb_.bind(b), wfb_.bind(b);
   for (auto* a :
-       {&Y_,    &ef_,  &fc_,      &h_,   &h_prev_, &sc_,  &Mraw_, &Air_,       &B_,
-        &ones_, &gh_,  &gh_prev_, &gB_,  &gA_,     &gMl_, &gtmp_, &gMraw_,     &gdens_,
+       {&Y_,    &ef_,  &fc_,      &h_,   &h_prev_, &sc_,  &Mraw_, &B_,
+        &ones_, &gh_,  &gh_prev_, &gB_,  &gA_,     &gMl_, &gMraw_,     &gdens_,
         &ghu_,  &gyT_, &gw_,      &gef_, &grho_,   &gy_,  &gz_,   &hu0_table_, &sc0_table_})
     a->bind(b);
   for (auto* a : {&gY_, &gE_, &gF_}) a->bind(b);
 
   const Accumulation acc =
       options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
-  int max_d = 1;
   std::size_t batch_weights_per_edge = 0;
   for (int t = 0; t < T_; ++t) {
     const model::MaceInteraction& in = m.interactions[t];
@@ -128,36 +127,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // MLP keeps its own activations at the batch's size.
     batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
     budget_.batch_per_edge += L.radial_mlp.scratch_per_row();
-    const ContractionTables ct = make_contraction_tables(
-        pr.contraction, S_, "mace.products[" + std::to_string(t) + "].contraction");
-    L.C = ct.C, L.D = ct.D, L.dim_b = ct.dim_b;
-    L.num_pairs = ct.num_pairs(), L.num_w_rows = ct.num_w_rows;
-    max_d = std::max(max_d, L.D);
-    L.pair_factors.upload(ct.pair_factors);
-    L.pair_nu.upload(ct.pair_nu);
-    L.pair_b_base.upload(ct.pair_b_base);
-    L.pair_b_stride.upload(ct.pair_b_stride);
-    L.pair_term_begin.upload(ct.pair_term_begin);
-    L.term_w_row.upload(ct.term_w_row);
-    L.term_coef.upload(std::vector<T>(ct.term_coef.begin(), ct.term_coef.end()));
+    const ContractionTables ct = mace_contraction_tables(model, t);
+    mace_symcon_layout(model, t, ct);  // checks the shapes before the module is built
+    L.C = ct.C, L.dim_b = ct.dim_b;
     L.weights.upload(std::vector<T>(ct.weights.begin(), ct.weights.end()));
-    // [C][D] index p = c D + i0 + m  <->  mul_ir index off_blk + c d + m.
-    const Irreps& target = in.linear.irreps_out;
-    const std::vector<int> off = target.offsets();
-    std::vector<int> to(L.dim_target), from(L.dim_target);
-    int i0 = 0;
-    for (std::size_t blk = 0; blk < target.size(); ++blk) {
-      const int d = target[blk].ir.dim();
-      for (int c = 0; c < L.C; ++c)
-        for (int mm = 0; mm < d; ++mm) {
-          const int ir = off[blk] + c * d + mm, ci = c * L.D + i0 + mm;
-          to[ci] = ir;
-          from[ir] = ci;
-        }
-      i0 += d;
-    }
-    L.d_to.upload(to);
-    L.d_from.upload(from);
     layers_.push_back(std::move(L));
   }
   {
@@ -185,16 +158,17 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   }
 
   module_ = load_modules(
-      {"clebsch_mace.cu", mace_kernels_source(model, precision, max_d), mace_kernel_specs()});
+      {"clebsch_mace.cu", mace_kernels_source(model, precision), mace_kernel_specs(model)});
   k_geometry_ = &module_->kernel("mace_edge_geometry");
   k_gradient_ = &module_->kernel("mace_edge_gradient");
   k_cut_fwd_ = &module_->kernel("mace_cut_forward");
   k_cut_bwd_ = &module_->kernel("mace_cut_backward");
   k_dens_fwd_ = &module_->kernel("mace_density_forward");
   k_dens_bwd_ = &module_->kernel("mace_density_backward");
-  k_permute_ = &module_->kernel("mace_permute");
-  k_symcon_fwd_ = &module_->kernel("mace_symcon_forward");
-  k_symcon_bwd_ = &module_->kernel("mace_symcon_backward");
+  for (int t = 0; t < T_; ++t) {
+    layers_[t].k_symcon_fwd = &module_->kernel(symcon_kernel_name(t, false));
+    layers_[t].k_symcon_bwd = &module_->kernel(symcon_kernel_name(t, true));
+  }
   k_energy_ = &module_->kernel("mace_energy");
 
   e0_.upload(m.atomic_energies);

@@ -69,18 +69,15 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
   gB_.resize(L_ * Lp.dim_b);
   Lp.product_linear.backward(*gk_, L, gh_.data(), Lp.dim_hidden, gB_.data(), Lp.dim_b, false,
                              nullptr, s);
-  gA_.resize(L_ * dt);
-  SymConArgs sa = Lp.symcon_args(d_species_, L);
-  sa.B = gB_.data(), sa.gA = gA_.data();
-  b.launch(*k_symcon_bwd_, grid_for(L * Lp.C), s, sa);
+  // dE/dA, in the layout of A: straight into dE/dMl when A is the messages themselves.
   gMl_.resize(L_ * dt);
-  b.launch(*k_permute_, grid_for(L * dt), s,
-           PermuteArgs{gA_.data(), gMl_.data(), Lp.d_from.data(), L, dt});
-  if (!Lp.sc_on_nodes) {
-    gtmp_.resize(L_ * dt);
-    b.copy(gtmp_.data(), gMl_.data(), L_ * dt * sizeof(T), s);
-    Lp.skip.backward(*gk_, L, gtmp_.data(), dt, gMl_.data(), dt, false, d_species_, s);
-  }
+  DeviceArray<T>& gA = Lp.sc_on_nodes ? gMl_ : gA_;
+  gA.resize(L_ * dt);
+  SymConArgs sa = Lp.symcon_args(d_species_, L);
+  sa.B = gB_.data(), sa.gA = gA.data();
+  b.launch(*Lp.k_symcon_bwd, grid_for(L * Lp.C), s, sa);
+  if (!Lp.sc_on_nodes)
+    Lp.skip.backward(*gk_, L, gA_.data(), dt, gMl_.data(), dt, false, d_species_, s);
   if (Lp.density) {
     // Ml = Mlin / (1 + D): dE/dD = -<dE/dMl, Ml> / (1 + D), dE/dMlin = dE/dMl / (1 + D).
     gdens_.resize(L_);

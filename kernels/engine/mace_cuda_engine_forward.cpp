@@ -103,19 +103,15 @@ void MaceCuda<T, G>::node_forward(int t, Stream s) {
   else
     gk_->axpby(dt_, dt_, GenericKernels::vector(Lp.Ml.data(), Lp.Ml.data(), L * dt, Lp.inv_avg, 0),
                s);
-  const T* air = Lp.Ml.data();
   if (!Lp.sc_on_nodes) {
-    Air_.resize(L_ * dt);
-    Lp.skip.forward(*gk_, L, Lp.Ml.data(), dt, Air_.data(), dt, false, d_species_, s);
-    air = Air_.data();
+    Lp.A.resize(L_ * dt);
+    Lp.skip.forward(*gk_, L, Lp.Ml.data(), dt, Lp.A.data(), dt, false, d_species_, s);
   }
-  Lp.A.resize(L_ * dt);
-  b.launch(*k_permute_, grid_for(L * dt), s, PermuteArgs{air, Lp.A.data(), Lp.d_to.data(), L, dt});
+  // The generated kernel writes every output of B: no zeroing.
   B_.resize(L_ * Lp.dim_b);
-  B_.zero(s);
   SymConArgs sa = Lp.symcon_args(d_species_, L);
   sa.B = B_.data();
-  b.launch(*k_symcon_fwd_, grid_for(L * Lp.C), s, sa);
+  b.launch(*Lp.k_symcon_fwd, grid_for(L * Lp.C), s, sa);
   // h^t replaces h^{t-1}, which prepare_layer(t) has consumed.
   h_.resize(L_ * Lp.dim_hidden);
   Lp.product_linear.forward(*gk_, L, B_.data(), Lp.dim_b, h_.data(), Lp.dim_hidden, false, nullptr,

@@ -29,16 +29,7 @@ namespace clebsch::cuda::mace_cuda_detail {
 template <class T>
 struct Layer {
   explicit Layer(DeviceBackend& b)
-      : d_to(b),
-        d_from(b),
-        pair_factors(b),
-        pair_nu(b),
-        pair_b_base(b),
-        pair_b_stride(b),
-        pair_term_begin(b),
-        term_w_row(b),
-        term_coef(b),
-        weights(b),
+      : weights(b),
         hu(b),
         W(b),
         Wf(b),
@@ -54,24 +45,20 @@ struct Layer {
   std::unique_ptr<ConvRunner> conv;
   double inv_avg = 1;
   int dim_in = 0, dim_edge = 0, dim_mid = 0, dim_target = 0, dim_hidden = 0, dim_y = 0;
-  int numel = 0, C = 0, D = 0, dim_b = 0, num_pairs = 0, num_w_rows = 0;
-  DeviceArray<int> d_to, d_from;  // mul_ir <-> [C][D] maps
-  DeviceArray<int> pair_factors, pair_nu, pair_b_base, pair_b_stride, pair_term_begin, term_w_row;
-  DeviceArray<T> term_coef, weights;
-  // Per call, kept from the forward for the backward.
+  int numel = 0, C = 0, dim_b = 0;
+  DeviceArray<T> weights;  // the symmetric contraction's, [S][rows][C]
+  const DeviceKernel *k_symcon_fwd = nullptr, *k_symcon_bwd = nullptr;  // generated per layer
+  // Per call, kept from the forward for the backward. A: the skip's output (when the skip acts
+  // on the messages), the contraction's input.
   DeviceArray<T> hu, W, Wf, rho, dedge, dens, Ml, A, Yc;
 
-  /// The symmetric contraction's tables on @p rows rows of A (this layer's), for either pass;
-  /// the caller sets B (and gA for the backward).
+  /// The contraction's input: the skip's output, or the messages when the skip acts on nodes.
+  const T* contraction_input() const { return sc_on_nodes ? Ml.data() : A.data(); }
+  /// The symmetric contraction on @p rows rows, for either pass; the caller sets B (and gA for
+  /// the backward).
   SymConArgs symcon_args(const int* species, long long rows) const {
     SymConArgs sa{};
-    sa.A = A.data(), sa.species = species;
-    sa.pair_factors = pair_factors.data(), sa.pair_nu = pair_nu.data();
-    sa.pair_b_base = pair_b_base.data(), sa.pair_b_stride = pair_b_stride.data();
-    sa.pair_term_begin = pair_term_begin.data(), sa.term_w_row = term_w_row.data();
-    sa.term_coef = term_coef.data(), sa.weights = weights.data();
-    sa.rows = rows, sa.C = C, sa.D = D, sa.dim_b = dim_b, sa.num_pairs = num_pairs;
-    sa.num_w_rows = num_w_rows;
+    sa.A = contraction_input(), sa.species = species, sa.weights = weights.data(), sa.rows = rows;
     return sa;
   }
 };
@@ -178,7 +165,7 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
 
   std::unique_ptr<DeviceModule> module_;
   const DeviceKernel *k_geometry_, *k_gradient_, *k_cut_fwd_, *k_cut_bwd_, *k_dens_fwd_,
-      *k_dens_bwd_, *k_permute_, *k_symcon_fwd_, *k_symcon_bwd_, *k_energy_;
+      *k_dens_bwd_, *k_energy_;
   DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
 
   // --- model ---
@@ -196,8 +183,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<int> species_buf_, centre_buf_, neighbour_buf_;
   DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
   DeviceArray<unsigned long long> status_;
-  DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, Air_, B_, ones_;
-  DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gtmp_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_,
+  DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, B_, ones_;
+  DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_,
       gy_, gz_;
   DeviceArray<G> gY_, gE_, gF_;
 };

@@ -8,11 +8,24 @@
 
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/device_source_tables.h"
+#include "clebsch/cuda/engine/mace_contraction_tables.h"
+#include "clebsch/cuda/engine/mace_symcon_source.h"
 #include "clebsch/support/error.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
-std::string mace_kernels_source(const model::Model& model, Precision precision, int max_d) {
+
+SymconLayout mace_symcon_layout(const model::Model& model, int layer, const ContractionTables& t) {
+  return symcon_layout(model.mace->interactions.at(layer).linear.irreps_out, t.C, t.D,
+                       "mace.products[" + std::to_string(layer) + "].contraction");
+}
+
+ContractionTables mace_contraction_tables(const model::Model& model, int layer) {
+  return make_contraction_tables(model.mace->products.at(layer).contraction, model.num_species(),
+                                 "mace.products[" + std::to_string(layer) + "].contraction");
+}
+
+std::string mace_kernels_source(const model::Model& model, Precision precision) {
   if (!model.mace) throw ModelFormatError("mace_kernels_source: not a MACE model");
   const model::Mace& m = *model.mace;
   const int S = model.num_species();
@@ -24,8 +37,7 @@ std::string mace_kernels_source(const model::Model& model, Precision precision, 
   o << "typedef " << (precision == Precision::kFloat32 ? "float" : "double") << " geom_t;\n";
   const int lmax = model.sh_lmax;
   o << "#define MACE_LMAX " << lmax << "\n#define MACE_NSH " << (lmax + 1) * (lmax + 1)
-    << "\n#define MACE_NB " << m.radial.num_basis << "\n#define MACE_NS " << S
-    << "\n#define MACE_MAX_D " << std::max(max_d, 1) << "\n";
+    << "\n#define MACE_NB " << m.radial.num_basis << "\n#define MACE_NS " << S << "\n";
   o << "#define MACE_APPLY_CUTOFF " << (m.radial.apply_cutoff ? 1 : 0) << "\n";
   o << "#define MACE_TRANSFORM " << (m.radial.agnesi ? 1 : m.radial.soft ? 2 : 0) << "\n";
   o << "#define MACE_ZBL " << (m.pair_repulsion ? 1 : 0) << "\n";
@@ -64,11 +76,16 @@ std::string mace_kernels_source(const model::Model& model, Precision precision, 
       << device_double_array("kZblE", std::vector<double>(z.exponents.begin(), z.exponents.end()))
       << "__device__ const double kZblP = " << double_literal(z.p) << ";\n";
   }
+  std::string symcon;
+  for (int t = 0; t < static_cast<int>(m.products.size()); ++t) {
+    const ContractionTables ct = mace_contraction_tables(model, t);
+    symcon += mace_symcon_source(ct, mace_symcon_layout(model, t, ct), t);
+  }
   return generic_kernels_source() + templates::k_mace_device_args + o.str() +
-         templates::k_mace_kernels;
+         templates::k_mace_kernels + symcon;
 }
 
-std::vector<KernelSpec> mace_kernel_specs() {
+std::vector<KernelSpec> mace_kernel_specs(const model::Model& model) {
   std::vector<KernelSpec> specs = generic_kernel_specs();
   const char* k[][2] = {{"mace_edge_geometry", "MaceEdgeArgs"},
                         {"mace_edge_gradient", "MaceEdgeArgs"},
@@ -76,11 +93,11 @@ std::vector<KernelSpec> mace_kernel_specs() {
                         {"mace_cut_backward", "MaceCutArgs"},
                         {"mace_density_forward", "MaceDensityArgs"},
                         {"mace_density_backward", "MaceDensityArgs"},
-                        {"mace_permute", "PermuteArgs"},
-                        {"mace_symcon_forward", "SymConArgs"},
-                        {"mace_symcon_backward", "SymConArgs"},
                         {"mace_energy", "MaceEnergyArgs"}};
   for (auto& s : k) specs.push_back({s[0], s[1], false, 0});
+  for (int t = 0; t < static_cast<int>(model.mace->products.size()); ++t)
+    for (bool backward : {false, true})
+      specs.push_back({symcon_kernel_name(t, backward), "SymConArgs", false, 0});
   return specs;
 }
 

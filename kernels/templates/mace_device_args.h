@@ -59,32 +59,15 @@ struct MaceDensityArgs {
   long long num_edges;
 };
 
-/// out[i][p] = in[i][map[p]] (row width cols): between mul_ir rows and the contraction's
-/// [C][D] rows.
-struct PermuteArgs {
-  const void* in;
-  void* out;
-  const int* map;
-  long long rows, cols;
-};
-
-/// MACE's symmetric contraction in sparse symmetrised form, one thread per (node, channel):
-/// B[n][b_base[p] + c b_stride[p]] = sum over pairs p of (sum_{t in terms of p} coef[t]
-/// W[species][w_row[t]][c]) prod_{f < nu[p]} A[n][c][factor[p][f]]. Backward: gA from gB.
+/// MACE's symmetric contraction of one layer (kernels generated per layer, one thread per
+/// (node, channel)): B from A and the weights of each node's species; backward: gA from gB.
 struct SymConArgs {
-  const void* A;        ///< [n][C][D]
-  void* B;              ///< [n][dim_b] (forward output; backward: the cotangent gB)
-  void* gA;             ///< backward output [n][C][D]
+  const void* A;        ///< T [n][row]: the contraction's input irreps, mul_ir
+  void* B;              ///< T [n][dim_b] (forward output; backward: the cotangent gB)
+  void* gA;             ///< T [n][row], backward output
   const int* species;
-  const int* pair_factors;  ///< [pairs][4], unused slots -1
-  const int* pair_nu;
-  const int* pair_b_base;
-  const int* pair_b_stride;
-  const int* pair_term_begin;  ///< [pairs + 1]
-  const int* term_w_row;
-  const void* term_coef;  ///< T
-  const void* weights;    ///< T [S][num_w_rows][C]
-  long long rows, C, D, dim_b, num_pairs, num_w_rows;
+  const void* weights;  ///< T [S][num_w_rows][C]
+  long long rows;
 };
 
 /// e_i = e0[species[i]] + scale (zbl[i] + acc[i]) + shift, for local atoms.
