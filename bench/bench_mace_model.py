@@ -384,6 +384,15 @@ def main() -> int:
             f"{fmt(r.get('max_abs_dF_vs_torch_fp64'), '.2e')} | "
             f"{fmt(r.get('max_abs_dF_vs_host_fp64'), '.2e')} | {r.get('check', '-')} |"
         )
+    for r in rows:
+        dg = r.get("device_graph") or {}
+        if dg:
+            # compute_device: the graph stays on the device, as the peers are timed.
+            same_e = "energy equal" if dg.get("energy") == r.get("energy") else "ENERGY DIFFERS"
+            print(
+                f"{r['engine']} {r['precision']} with the graph on the device: "
+                f"{dg.get('error') or fmt(dg.get('median_s'), '.4f') + ' s, ' + same_e}"
+            )
     for p, r in torch_rows.items():
         print(
             f"mace-torch {p}: {r.get('error') or fmt(r.get('median_s'), '.4f') + ' s'}, peak "
