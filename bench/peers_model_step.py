@@ -18,8 +18,9 @@ atoms, r_max 6 A), energy + forces in float32 and float64 with:
   evaluated by its ASE calculator (``Symmetrix(json, dtype=...)``) on its CUDA 13 sm_90 backend
   with direct (edge-streamed, NVRTC-specialised) execution in its ``speed`` execution profile
   (its throughput policy; ``--symmetrix-profiles speed,capacity`` adds its default, ``capacity``,
-  which picks the fastest policy it estimates to fit the device); its own neighbour list (cutoff + 0.5 A skin, its default, reused across the timed
-  calls as in MD); on periodic cells it adds the stress to every call.
+  which picks the fastest policy it estimates to fit the device); its own neighbour list (cutoff
+  + 0.5 A skin, its default, reused across the timed calls as in MD); on periodic cells it adds
+  the stress to every call.
 
 Checks before any timing: each peer's energy and forces against mace-torch float64 (e3nn, no
 cuEquivariance) on a smaller structure of the same kind (``--check-atoms``: mace-torch float64
@@ -224,7 +225,7 @@ def worker_cueq(args, work: pathlib.Path) -> List[Dict[str, Any]]:
             rec["cueq_modules"] = kinds
             print(f"  [{prec}] {rec['configuration']}; modules {kinds}", flush=True)
 
-            def run(atoms):
+            def run(atoms, m=m, dtype=dtype):
                 b = _batch_for(m, atoms, "Default", float(m.r_max))
                 b = {
                     k: (v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device))
@@ -340,8 +341,11 @@ def worker_symmetrix(args, work: pathlib.Path) -> List[Dict[str, Any]]:
                     f"execution_profile={profile}, neighbor_skin=0.5 (list reused), "
                     f"energy+forces(+stress)"
                 )
-                print(f"  [{prec} {profile}] {rec['configuration']}; jit {rec['jit_status']} "
-                      f"in {rec['construct_s']:.1f} s", flush=True)
+                print(
+                    f"  [{prec} {profile}] {rec['configuration']}; jit {rec['jit_status']} "
+                    f"in {rec['construct_s']:.1f} s",
+                    flush=True,
+                )
                 for which in ("check", "timed"):
                     atoms = load_case(work, which)
                     atoms.calc = calc
@@ -576,8 +580,13 @@ def main() -> int:
             f = forces(r, "timed")
             compare(r, "clebsch_fp64", r["timed_energy"], f, clebsch)
             if cueq64_f is not None and r is not cueq64:
-                compare(r, "cueq_fp64", r["timed_energy"], f, {"energy": cueq64["timed_energy"],
-                                                              "forces": cueq64_f})
+                compare(
+                    r,
+                    "cueq_fp64",
+                    r["timed_energy"],
+                    f,
+                    {"energy": cueq64["timed_energy"], "forces": cueq64_f},
+                )
         tol = TOL[r["precision"]]
         dfs = [r[k] for k in ("max_abs_dF_vs_torch_fp64", "max_abs_dF_vs_clebsch_fp64") if k in r]
         if not dfs:
@@ -594,8 +603,10 @@ def main() -> int:
         f"{args.warmup} warm-up; checks vs mace-torch fp64 ({info['check_atoms']} atoms) and "
         f"{info['reference_timed'] or 'no Clebsch run'} ({info['atoms']} atoms)"
     )
-    print("| peer | prec | profile | ms | us/atom-step | peak extra GB | dF vs torch fp64 | "
-          "dF vs Clebsch fp64 | check |")
+    print(
+        "| peer | prec | profile | ms | us/atom-step | peak extra GB | dF vs torch fp64 | "
+        "dF vs Clebsch fp64 | check |"
+    )
     print("|---|---|---|---:|---:|---:|---:|---:|---|")
 
     def fmt(v, spec):

@@ -93,8 +93,10 @@ def main() -> int:
     out.write_text(json.dumps(latest, indent=1) + "\n")
 
     ours = {r["precision"]: r for r in new if r["engine"] == "clebsch-cuda"}
-    print("| engine | configuration | prec | atoms | us/atom-step | device bytes/atom | "
-          "Clebsch speed-up |")
+    print(
+        "| engine | configuration | prec | atoms | us/atom-step | device bytes/atom | "
+        "Clebsch speed-up |"
+    )
     print("|---|---|---|---:|---:|---:|---:|")
     for r in sorted(new, key=lambda r: (r["precision"], r["engine"])):
         c = ours.get(r["precision"])
