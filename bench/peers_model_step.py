@@ -423,7 +423,7 @@ def clebsch_reference(path: str) -> Dict[str, Any]:
     for r in res.get("rows", []):
         if r.get("forces") and r.get("precision") == "fp64" and "error" not in r:
             p = pathlib.Path(r["forces"])
-            if not p.is_absolute() and not p.exists():
+            if not p.exists():  # written on another machine: carried beside the JSON
                 p = pathlib.Path(path).parent / p.name
             if p.exists():
                 refs[r["engine"]] = {
