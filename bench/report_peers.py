@@ -1,0 +1,123 @@
+# Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+"""Merges a peers run (``peers_model_step.py``) into ``bench/results/latest.json``.
+
+Reads ``peers.json`` (its ``records``: one per peer and precision that passed its check, the
+peer's configuration named) and, with ``--clebsch-json``, the ``bench_mace_model.py`` result of
+the same call (a ``clebsch-cuda`` record per precision); replaces the records of ``--latest``
+with the same (what, engine, model, precision, atoms) and appends the new ones; writes the result
+to ``--out-latest`` (default: over ``--latest``) and prints a markdown table of this run on
+stdout, every peer with its configuration and Clebsch's speed-up over it.
+
+Examples
+--------
+>>> # python3 bench/report_peers.py out/peers.json --clebsch-json out/clebsch/model.json \\
+>>> #     --latest bench/results/latest.json --run bench/results/h200-peers
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any, Dict, List
+
+MODEL_NAME = "mace-mp-0-medium-sized (89 species, random weights)"
+
+
+def clebsch_records(path: str, run: str) -> List[Dict[str, Any]]:
+    res = json.loads(pathlib.Path(path).read_text())
+    info, out = res.get("info", {}), []
+    for r in res.get("rows", []):
+        if r.get("engine") != "cuda" or "median_s" not in r:
+            continue
+        n = info.get("atoms")
+        peak = r.get("peak_device_extra_bytes")
+        out.append(
+            {
+                "what": "model_step",
+                "engine": "clebsch-cuda",
+                "configuration": "CUDA engine, deterministic, default edge batches",
+                "model": MODEL_NAME,
+                "precision": r["precision"],
+                "atoms": n,
+                "edges": info.get("edges"),
+                "gpus": 1,
+                "gpu": info.get("gpu"),
+                "us_per_atom_step": round(r["median_s"] * 1e6 / n, 3),
+                "device_bytes_per_atom": None if peak is None or peak < 0 else int(peak / n),
+                "max_atoms": None,
+                "run": run,
+            }
+        )
+    return out
+
+
+def key(r: Dict[str, Any]):
+    return (r.get("what"), r.get("engine"), r.get("model"), r.get("precision"), r.get("atoms"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("peers_json")
+    ap.add_argument("--clebsch-json", default="")
+    ap.add_argument("--latest", default="bench/results/latest.json")
+    ap.add_argument("--out-latest", default="")
+    ap.add_argument("--run", default="", help="results folder of this run (records' 'run')")
+    args = ap.parse_args()
+
+    new: List[Dict[str, Any]] = []
+    rows: List[Dict[str, Any]] = []
+    p = pathlib.Path(args.peers_json)
+    if p.exists():
+        res = json.loads(p.read_text())
+        rows = res.get("rows", [])
+        new += res.get("records", [])
+    if args.run:
+        for r in new:
+            r["run"] = args.run
+    if args.clebsch_json and pathlib.Path(args.clebsch_json).exists():
+        new += clebsch_records(args.clebsch_json, args.run or args.clebsch_json)
+    latest = json.loads(pathlib.Path(args.latest).read_text())
+    keys = {key(r) for r in new}
+    latest["records"] = [r for r in latest.get("records", []) if key(r) not in keys] + new
+    if any(r["engine"] in ("mace-torch+cueq", "symmetrix-xl") for r in latest["records"]):
+        latest["note"] = (
+            "The figures the README quotes, one record per measurement (bench/README.md). "
+            "Peers in their best GPU configuration (mace-torch + cuEquivariance, Symmetrix-XL) "
+            "come from bench/run_peers.sh (bench/peers_model_step.py); each names its "
+            "configuration. The 'mace-torch' record without cuEquivariance is not its best "
+            "configuration."
+        )
+    out = pathlib.Path(args.out_latest or args.latest)
+    out.write_text(json.dumps(latest, indent=1) + "\n")
+
+    ours = {r["precision"]: r for r in new if r["engine"] == "clebsch-cuda"}
+    print(
+        "| engine | configuration | prec | atoms | us/atom-step | device bytes/atom | "
+        "Clebsch speed-up |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in sorted(new, key=lambda r: (r["precision"], r["engine"])):
+        c = ours.get(r["precision"])
+        sp = (
+            f"{r['us_per_atom_step'] / c['us_per_atom_step']:.2f}"
+            if c and r is not c and c["atoms"] == r["atoms"]
+            else "-"
+        )
+        print(
+            f"| {r['engine']} | {r['configuration']} | {r['precision']} | {r['atoms']} | "
+            f"{r['us_per_atom_step']:.2f} | {r['device_bytes_per_atom']} | {sp} |"
+        )
+    for r in rows:
+        if "error" in r or not str(r.get("check", "pass")).startswith("pass"):
+            print(
+                f"- {r.get('peer')} {r.get('precision', '')} {r.get('execution_profile', '')}: "
+                f"{r.get('error') or r.get('check')}"
+            )
+    print(f"\nwrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
