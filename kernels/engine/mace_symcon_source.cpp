@@ -74,7 +74,11 @@ void emit_prologue(std::ostringstream& o, const ContractionTables& t, const Symc
     << "  const T* __restrict__ W = static_cast<const T*>(p.weights);\n"
     << "  CLEBSCH_GRID_LOOP(t, p.rows * " << t.C << ") {\n"
     << "    const long long n = t / " << t.C << ";\n"
-    << "    const int c = static_cast<int>(t - n * " << t.C << ");\n"
+    // 64-bit channel index: with an int c, ptxas of CUDA 13.0 (H200) folded the 32-bit offsets
+    // base + c * stride of one irrep block into the address of its first component for some
+    // components (found by probing unit inputs: the l = 2 block read 16 + 5c for 17 + 5c, 19 + 5c
+    // and 20 + 5c), a wrong result that the emulated backend cannot show.
+    << "    const long long c = t - n * " << t.C << ";\n"
     << "    const T* ar = A + n * " << a.row << ";\n"
     << "    const T* wr = W + static_cast<long long>(p.species[n]) * "
     << t.num_w_rows * t.C << " + c;\n";
