@@ -26,7 +26,8 @@ from structures import data_file
 # the neighbor list's own order never matters (clebsch_md_checks.h).
 DETERMINISTIC_ORDER = "atom_modify sort 0 0.0\nneigh_modify every 1 delay 0 check no\n"
 
-STATE_COLUMNS = ("x", "y", "z", "vx", "vy", "vz", "fx", "fy", "fz")
+# Unwrapped positions: runs that re-wrap atoms into the box at different steps still compare.
+STATE_COLUMNS = ("xu", "yu", "zu", "vx", "vy", "vz", "fx", "fy", "fz")
 
 
 def crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129):
@@ -64,7 +65,7 @@ thermo {every}
 """
 
 FINAL_DUMP = """
-dump fin all custom {step} {name} id x y z vx vy vz fx fy fz
+dump fin all custom {step} {name} id xu yu zu vx vy vz fx fy fz
 dump_modify fin format float %.17g sort id first no
 """
 
@@ -97,7 +98,7 @@ def drift_per_atom_ns(run, natoms, dt_fs=1.0):
 
 
 def uninterrupted(model, pair_args, steps, *, nprocs=1, order=DETERMINISTIC_ORDER, args=None,
-                  split=None):
+                  split=None, n=2):
     """One process: `steps` of NVE from the crystal at 1200 K; the state at the last step.
     With `split`, as two `run` commands (`run split`, then on to `steps`): what a restart at
     `split` must reproduce bitwise. Each run's setup re-wraps the positions into the box
@@ -108,24 +109,25 @@ def uninterrupted(model, pair_args, steps, *, nprocs=1, order=DETERMINISTIC_ORDE
         header(model, pair_args, order)
         + "velocity all create 1200 4928459 mom yes rot yes dist gaussian loop geom\n"
         + "fix nve all nve\n"
-        + THERMO.format(every=10)
+        + THERMO.format(every=5)
         + FINAL_DUMP.format(step=steps, name="final.dump")
         + runs
     )
-    return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(3)}, extra_args=args)
+    return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(n)}, extra_args=args)
 
 
-def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORDER, args=None):
+def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORDER, args=None,
+               n=2):
     """The first `half` steps of the same run, ending in write_restart or write_data (`via`)."""
     write = "write_restart mid.restart" if via == "restart" else "write_data mid.data"
     text = (
         header(model, pair_args, order)
         + "velocity all create 1200 4928459 mom yes rot yes dist gaussian loop geom\n"
         + "fix nve all nve\n"
-        + THERMO.format(every=10)
+        + THERMO.format(every=5)
         + f"run {half}\n{write}\n"
     )
-    return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(3)}, extra_args=args)
+    return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(n)}, extra_args=args)
 
 
 def second_half(model, pair_args, half, steps, workdir, *, via, nprocs=1,
@@ -149,7 +151,7 @@ pair_style clebsch{pair_args}
 pair_coeff * * {model} Cu Au
 timestep 0.001
 fix nve all nve
-{THERMO.format(every=10)}
+{THERMO.format(every=5)}
 {FINAL_DUMP.format(step=steps, name="final.dump")}
 run {steps} upto
 """
@@ -167,18 +169,18 @@ exit 1
 """
 
 
-def killed_run(model, pair_args, steps, kill_after, restart_every, *, nprocs=1, args=None):
+def killed_run(model, pair_args, steps, kill_after, restart_every, *, nprocs=1, args=None, n=2):
     """The uninterrupted run's input with restart files every `restart_every` steps, killed
     (SIGKILL, from inside the run: `run N every M "shell sh kill_lmp.sh"`) after `kill_after`."""
     text = (
         header(model, pair_args, DETERMINISTIC_ORDER)
         + "velocity all create 1200 4928459 mom yes rot yes dist gaussian loop geom\n"
         + "fix nve all nve\n"
-        + THERMO.format(every=10)
+        + THERMO.format(every=5)
         + f"restart {restart_every} r.*\n"
         + f'run {steps} every {kill_after} "shell sh kill_lmp.sh"\n'
     )
-    files = {"data.in": crystal(3), "kill_lmp.sh": KILL_LMP}
+    files = {"data.in": crystal(n), "kill_lmp.sh": KILL_LMP}
     return run_lammps(text, nprocs=nprocs, files=files, extra_args=args)
 
 
