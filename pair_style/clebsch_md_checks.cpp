@@ -28,21 +28,21 @@ namespace clebsch_pair {
 
 namespace {
 
-// How many offenders a message lists: enough to find them, short enough to read.
-constexpr std::size_t kListed = 8;
+  // How many offenders a message lists: enough to find them, short enough to read.
+  constexpr std::size_t kListed = 8;
 
-std::string join(const std::vector<std::string> &items, std::size_t total)
-{
-  std::string out;
-  for (const auto &s : items) out += (out.empty() ? "" : ", ") + s;
-  if (total > items.size()) out += fmt::format(" and {} more", total - items.size());
-  return out;
-}
+  std::string join(const std::vector<std::string> &items, std::size_t total)
+  {
+    std::string out;
+    for (const auto &s : items) out += (out.empty() ? "" : ", ") + s;
+    if (total > items.size()) out += fmt::format(" and {} more", total - items.size());
+    return out;
+  }
 
-bool finite3(const double *v)
-{
-  return std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]);
-}
+  bool finite3(const double *v)
+  {
+    return std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]);
+  }
 
 }    // namespace
 
@@ -96,9 +96,9 @@ void check_edge_lengths(LAMMPS *lmp, const StepEdges &edges)
     count++;
     nonfinite |= !std::isfinite(rsq);
     if (pairs.size() < kListed)
-      pairs.push_back(std::isfinite(rsq) ? fmt::format("{} and {} ({:.4g} A apart)", ti, tj,
-                                                       std::sqrt(rsq))
-                                         : fmt::format("{} and {} (non-finite distance)", ti, tj));
+      pairs.push_back(std::isfinite(rsq)
+                          ? fmt::format("{} and {} ({:.4g} A apart)", ti, tj, std::sqrt(rsq))
+                          : fmt::format("{} and {} (non-finite distance)", ti, tj));
   }
   if (count == 0) return;
   lmp->error->one(FLERR,
@@ -119,8 +119,7 @@ void check_engine_output(LAMMPS *lmp, double energy, const double *atom_energy, 
     for (int i = 0; i < nlocal; i++)
       if (!std::isfinite(atom_energy[i])) {
         natoms++;
-        if (atoms.size() < kListed)
-          atoms.push_back(fmt::format("{} ({})", tag[i], atom_energy[i]));
+        if (atoms.size() < kListed) atoms.push_back(fmt::format("{} ({})", tag[i], atom_energy[i]));
       }
   for (std::size_t e = 0; e < edges.num_edges; e++)
     if (!finite3(gradient + 3 * e)) {
@@ -133,8 +132,8 @@ void check_engine_output(LAMMPS *lmp, double energy, const double *atom_energy, 
   std::string what;
   if (natoms) what += fmt::format("the energy of atoms {}", join(atoms, natoms));
   if (npairs)
-    what += fmt::format("{}the forces between atoms {}", what.empty() ? "" : "; ",
-                        join(pairs, npairs));
+    what +=
+        fmt::format("{}the forces between atoms {}", what.empty() ? "" : "; ", join(pairs, npairs));
   if (what.empty())
     what = atom_energy ? fmt::format("the energy summed over this rank's {} atoms ({}), while "
                                      "each atom's is finite",

@@ -27,9 +27,9 @@ double min_atom_distance();
 /// The edges of one step, as the pair styles build them (host memory).
 struct StepEdges {
   std::size_t num_edges = 0;
-  const int *center = nullptr;           ///< local index of each edge's centre atom
-  const int *neighbor_atom = nullptr;    ///< LAMMPS index (local or ghost) of its neighbor
-  const double *vector = nullptr;        ///< [num_edges][3] x_neighbor - x_centre
+  const int *center = nullptr;               ///< local index of each edge's centre atom
+  const int *neighbor_atom = nullptr;        ///< LAMMPS index (local or ghost) of its neighbor
+  const double *vector = nullptr;            ///< [num_edges][3] x_neighbor - x_centre
   const LAMMPS_NS::tagint *tag = nullptr;    ///< atom->tag (local + ghost)
 };
 

@@ -88,8 +88,7 @@ void check_engine_output_kokkos(LAMMPS_NS::LAMMPS *lmp, const Kernels &k, int ne
   if (bad == 0 && std::isfinite(energy)) return;
   const HostEdgeCopies<Kernels> host(k, nedges, nall);
   Kokkos::View<double *, Kokkos::HostSpace> h_eatom("clebsch:h_atom_energy", nlocal);
-  if (atom_energies)
-    Kokkos::deep_copy(h_eatom, Kokkos::subview(eatom, std::make_pair(0, nlocal)));
+  if (atom_energies) Kokkos::deep_copy(h_eatom, Kokkos::subview(eatom, std::make_pair(0, nlocal)));
   check_engine_output(lmp, energy, atom_energies ? h_eatom.data() : nullptr, nlocal, host.edges(),
                       host.gradient.data());
 }

@@ -401,9 +401,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_device_engin
   }
   double energy = 0;
   Kokkos::deep_copy(energy, d_energy_);
-  clebsch_pair::check_engine_output_kokkos<DeviceType>(lmp, k_, nedges_, nlocal,
-                                                       atom->nlocal + atom->nghost, energy,
-                                                       eflag_atom != 0);
+  clebsch_pair::check_engine_output_kokkos<DeviceType>(
+      lmp, k_, nedges_, nlocal, atom->nlocal + atom->nghost, energy, eflag_atom != 0);
   tally_kokkos(energy);
 }
 
@@ -430,8 +429,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_host_engine(
     edges.tag = k_.tag.data();
     const bool per_atom = result.atom_energy.size() == static_cast<size_t>(nlocal);
     clebsch_pair::check_engine_output(lmp, result.energy,
-                                      per_atom ? result.atom_energy.data() : nullptr, nlocal,
-                                      edges, result.edge_gradient.data());
+                                      per_atom ? result.atom_energy.data() : nullptr, nlocal, edges,
+                                      result.edge_gradient.data());
   }
   using HostVec3 = Kokkos::View<const double *[3], Kokkos::LayoutRight, Kokkos::HostSpace,
                                 Kokkos::MemoryTraits<Kokkos::Unmanaged>>;

@@ -70,8 +70,9 @@ def crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129):
     lines = ["Clebsch soak crystal", "", f"{len(x)} atoms", "2 atom types", ""]
     lines += [f"0 {length:.17g} {ax}lo {ax}hi" for ax in "xyz"]
     lines += ["", "Masses", "", "1 63.546", "2 196.97", "", "Atoms # atomic", ""]
-    lines += [f"{i + 1} {t} {p[0]:.17g} {p[1]:.17g} {p[2]:.17g}" for i, (t, p) in
-              enumerate(zip(types, x))]
+    lines += [
+        f"{i + 1} {t} {p[0]:.17g} {p[1]:.17g} {p[2]:.17g}" for i, (t, p) in enumerate(zip(types, x))
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -110,7 +111,7 @@ def track_counts(path: pathlib.Path):
     while i < len(lines):
         if lines[i].startswith("ITEM: NUMBER OF ATOMS"):
             n = int(lines[i + 1])
-            start = i + 8
+            start = i + 7
             data = np.array([[int(v) for v in ln.split()] for ln in lines[start : start + n]])
             frames.append(data[np.argsort(data[:, 0])])
             i = start + n
@@ -126,8 +127,15 @@ def track_counts(path: pathlib.Path):
 
 
 def run_lmp(cmd, cwd, env, timeout):
-    proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
     log = (cwd / "log.lammps").read_text() if (cwd / "log.lammps").exists() else ""
     return proc.returncode, proc.stdout, log
 
@@ -149,19 +157,49 @@ def nve_run(args, name, model, elements, style, precision, env):
     (work / "data.in").write_text(crystal(n))
     extra = f" deterministic {args.deterministic}" if style != "cpu" else ""
     text = NVE_INPUT.format(
-        data="data.in", plugin=args.plugin, device="cpu" if cpu else "gpu", precision=precision,
-        pair_extra=extra, model=model, elements=elements, dt_ps=args.dt * 1e-3, temp=args.temp,
-        temp2=2 * args.temp, tdamp=100 * args.dt * 1e-3, thermo=args.thermo,
-        equil=args.equil_steps, track=args.track or max(args.thermo, steps // 100), steps=steps,
+        data="data.in",
+        plugin=args.plugin,
+        device="cpu" if cpu else "gpu",
+        precision=precision,
+        pair_extra=extra,
+        model=model,
+        elements=elements,
+        dt_ps=args.dt * 1e-3,
+        temp=args.temp,
+        temp2=2 * args.temp,
+        tdamp=100 * args.dt * 1e-3,
+        thermo=args.thermo,
+        equil=args.equil_steps,
+        track=args.track or max(args.thermo, steps // 100),
+        steps=steps,
     )
     (work / "in.nve").write_text(text)
     kk = args.kk_args.split() if style == "kk" else []
-    cmd = launcher(args, args.nprocs) + [args.lmp, *kk, "-nocite", "-in", "in.nve",
-                                          "-log", "log.lammps", "-screen", "none"]
+    cmd = launcher(args, args.nprocs) + [
+        args.lmp,
+        *kk,
+        "-nocite",
+        "-in",
+        "in.nve",
+        "-log",
+        "log.lammps",
+        "-screen",
+        "none",
+    ]
     rc, out, log = run_lmp(cmd, work, env, args.timeout)
-    rec = {"what": "nve", "engine": "clebsch", "model": name, "style": style,
-           "precision": precision, "atoms": 4 * n**3, "steps": steps, "dt_fs": args.dt,
-           "temp_K": args.temp, "ranks": args.nprocs, "run": str(work)}
+    rec = {
+        "what": "nve",
+        "engine": "clebsch",
+        "model": name,
+        "style": style,
+        "precision": precision,
+        "atoms": 4 * n**3,
+        "steps": steps,
+        "dt_fs": args.dt,
+        "temp_K": args.temp,
+        "ranks": args.nprocs,
+        "run": str(work),
+    }
     if style != "cpu":
         rec["deterministic"] = args.deterministic
     if rc != 0:
@@ -173,16 +211,21 @@ def nve_run(args, name, model, elements, style, precision, env):
     dangerous = re.findall(r"Dangerous builds = (\d+)", log)
     migrations, crossings = track_counts(work / "track.dump")
     loop = re.findall(r"Loop time of ([\d.eE+-]+) on", log)
-    rec.update({
-        "drift_ev_per_atom_ns": drift, "fluctuation_ev_per_atom": rms,
-        "max_minus_min_ev_per_atom": spread,
-        "neighbor_builds": int(builds[-1]) if builds else None,
-        "dangerous_builds": int(dangerous[-1]) if dangerous else None,
-        "migrations": migrations, "boundary_crossings": crossings,
-        "msd_A2": rows[-1]["c_msd[4]"], "loop_s": float(loop[-1]) if loop else None,
-        "bound_ev_per_atom_ns": BOUND[precision],
-        "check": "PASS" if abs(drift) <= BOUND[precision] else "FAIL",
-    })
+    rec.update(
+        {
+            "drift_ev_per_atom_ns": drift,
+            "fluctuation_ev_per_atom": rms,
+            "max_minus_min_ev_per_atom": spread,
+            "neighbor_builds": int(builds[-1]) if builds else None,
+            "dangerous_builds": int(dangerous[-1]) if dangerous else None,
+            "migrations": migrations,
+            "boundary_crossings": crossings,
+            "msd_A2": rows[-1]["c_msd[4]"],
+            "loop_s": float(loop[-1]) if loop else None,
+            "bound_ev_per_atom_ns": BOUND[precision],
+            "check": "PASS" if abs(drift) <= BOUND[precision] else "FAIL",
+        }
+    )
     return rec, rows
 
 
@@ -202,7 +245,8 @@ thermo_modify format float %.17g norm no flush yes
 thermo {thermo}
 dump track all custom {track} track.dump id proc ix iy iz
 fix nvt all nvt temp {t0} {t1} {tdamp}
-run {steps}
+# start/stop: the 1-rank comparison run follows the same temperature ramp for its first steps.
+run {steps} start 0 stop {total}
 """
 
 
@@ -214,19 +258,44 @@ def melt(args, env):
         work.mkdir(parents=True, exist_ok=True)
         (work / "data.in").write_text(crystal(n))
         text = MELT_INPUT.format(
-            plugin=args.plugin, device=args.melt_device, model=BUNDLED / "cuau-mace.safetensors",
-            dt_ps=args.dt * 1e-3, t0=args.melt_t0, t1=args.melt_t1, tdamp=100 * args.dt * 1e-3,
-            thermo=args.thermo, track=max(args.thermo, steps // 50), steps=steps,
+            plugin=args.plugin,
+            device=args.melt_device,
+            model=BUNDLED / "cuau-mace.safetensors",
+            dt_ps=args.dt * 1e-3,
+            t0=args.melt_t0,
+            t1=args.melt_t1,
+            tdamp=100 * args.dt * 1e-3,
+            thermo=args.thermo,
+            track=max(args.thermo, steps // 50),
+            steps=steps,
+            total=args.melt_steps,
         )
         (work / "in.melt").write_text(text)
-        cmd = launcher(args, ranks) + [args.lmp, "-nocite", "-in", "in.melt", "-log", "log.lammps",
-                                       "-screen", "none"]
+        cmd = launcher(args, ranks) + [
+            args.lmp,
+            "-nocite",
+            "-in",
+            "in.melt",
+            "-log",
+            "log.lammps",
+            "-screen",
+            "none",
+        ]
         rc, out, log = run_lmp(cmd, work, env, args.timeout)
         runs[ranks] = (rc, out, log, work)
     rc, out, log, work = runs[args.melt_ranks]
-    rec = {"what": "melt", "engine": "clebsch", "model": "cuau-mace (bundled)",
-           "device": args.melt_device, "atoms": 4 * n**3, "ranks": args.melt_ranks,
-           "steps": args.melt_steps, "t0_K": args.melt_t0, "t1_K": args.melt_t1, "run": str(work)}
+    rec = {
+        "what": "melt",
+        "engine": "clebsch",
+        "model": "cuau-mace (bundled)",
+        "device": args.melt_device,
+        "atoms": 4 * n**3,
+        "ranks": args.melt_ranks,
+        "steps": args.melt_steps,
+        "t0_K": args.melt_t0,
+        "t1_K": args.melt_t1,
+        "run": str(work),
+    }
     if rc != 0 or runs[1][0] != 0:
         rec["error"] = (out + log)[-1500:] if rc else (runs[1][1] + runs[1][2])[-1500:]
         return rec
@@ -236,13 +305,20 @@ def melt(args, env):
     de = max(abs(many[s]["PotEng"] - one[s]["PotEng"]) / abs(one[s]["PotEng"]) for s in common)
     migrations, crossings = track_counts(work / "track.dump")
     last = many[max(many)]
-    rec.update({
-        "completed": max(many) == args.melt_steps, "final_temp_K": last["Temp"],
-        "msd_A2": last["c_msd[4]"], "migrations": migrations, "boundary_crossings": crossings,
-        "compare_steps": args.melt_compare,
-        "max_rel_pe_difference_vs_1_rank": de,
-        "check": "PASS" if de <= args.melt_tolerance and max(many) == args.melt_steps else "FAIL",
-    })
+    rec.update(
+        {
+            "completed": max(many) == args.melt_steps,
+            "final_temp_K": last["Temp"],
+            "msd_A2": last["c_msd[4]"],
+            "migrations": migrations,
+            "boundary_crossings": crossings,
+            "compare_steps": args.melt_compare,
+            "max_rel_pe_difference_vs_1_rank": de,
+            "check": "PASS"
+            if de <= args.melt_tolerance and max(many) == args.melt_steps
+            else "FAIL",
+        }
+    )
     return rec
 
 
@@ -264,8 +340,11 @@ def main() -> int:
     p.add_argument("--lmp", required=True)
     p.add_argument("--plugin", required=True)
     p.add_argument("--out", type=pathlib.Path, required=True)
-    p.add_argument("--models", default="cuau-mace,cuau-nequip",
-                   help="bundled names, or NAME=PATH:ELEMENTS (e.g. mp0-medium=m.safetensors:Cu,Au)")
+    p.add_argument(
+        "--models",
+        default="cuau-mace,cuau-nequip",
+        help="bundled names, or NAME=PATH:ELEMENTS (e.g. mp0-medium=m.safetensors:Cu,Au)",
+    )
     p.add_argument("--styles", default="gpu,kk,cpu", help="gpu (device gpu), kk, cpu")
     p.add_argument("--precisions", default="fp64,mixed,fp32")
     p.add_argument("--cpu-precisions", default="fp64")
@@ -339,8 +418,10 @@ def main() -> int:
     for r in records:
         failed |= "error" in r or r.get("check") == "FAIL" or r.get("vs_cpu_check") == "FAIL"
     write_results(args.results, records)
-    print(f"{len(records)} records written to {args.results}; "
-          f"{'some FAILED' if failed else 'all passed'}")
+    print(
+        f"{len(records)} records written to {args.results}; "
+        f"{'some FAILED' if failed else 'all passed'}"
+    )
     return 1 if failed else 0
 
 

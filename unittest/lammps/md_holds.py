@@ -97,8 +97,9 @@ def drift_per_atom_ns(run, natoms, dt_fs=1.0):
 # ------------------------------------------------------------------------------------------------
 
 
-def uninterrupted(model, pair_args, steps, *, nprocs=1, order=DETERMINISTIC_ORDER, args=None,
-                  split=None, n=2):
+def uninterrupted(
+    model, pair_args, steps, *, nprocs=1, order=DETERMINISTIC_ORDER, args=None, split=None, n=2
+):
     """One process: `steps` of NVE from the crystal at 1200 K; the state at the last step.
     With `split`, as two `run` commands (`run split`, then on to `steps`): what a restart at
     `split` must reproduce bitwise. Each run's setup re-wraps the positions into the box
@@ -116,8 +117,7 @@ def uninterrupted(model, pair_args, steps, *, nprocs=1, order=DETERMINISTIC_ORDE
     return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(n)}, extra_args=args)
 
 
-def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORDER, args=None,
-               n=2):
+def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORDER, args=None, n=2):
     """The first `half` steps of the same run, ending in write_restart or write_data (`via`)."""
     write = "write_restart mid.restart" if via == "restart" else "write_data mid.data"
     text = (
@@ -130,8 +130,19 @@ def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORD
     return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(n)}, extra_args=args)
 
 
-def second_half(model, pair_args, half, steps, workdir, *, via, nprocs=1,
-                order=DETERMINISTIC_ORDER, args=None, restart_file="mid.restart"):
+def second_half(
+    model,
+    pair_args,
+    half,
+    steps,
+    workdir,
+    *,
+    via,
+    nprocs=1,
+    order=DETERMINISTIC_ORDER,
+    args=None,
+    restart_file="mid.restart",
+):
     """A new process that reads what first_half wrote, restates the pair style, pair_coeff and
     fix (LAMMPS stores none of them for this style), and runs to `steps`."""
     if via == "restart":
@@ -208,8 +219,9 @@ def cluster_with_far_atom(au_far=True):
     positions = list(((cells[:, None, :] + basis[None, :, :]) * a).reshape(-1, 3) + 5.0)
     positions += [np.array([32.0, 32.0, 32.0]), np.array([34.6, 32.0, 32.0])]
     types = [1] * 32 + [2 if au_far else 1] * 2
-    return data_file((0, 40, 0, 40, 0, 40, 0, 0, 0), np.array(positions), types, 2,
-                     [63.546, 196.97])
+    return data_file(
+        (0, 40, 0, 40, 0, 40, 0, 0, 0), np.array(positions), types, 2, [63.546, 196.97]
+    )
 
 
 def overflowing_model(model_path, tensor, species, factor=1e300):

@@ -126,7 +126,9 @@ def test_restart_continues_a_single_run_to_round_off(order):
     second = md.second_half(model, "", 20, 40, first.workdir, via="restart", order=order)
     for run in (ref, first, second):
         assert run.returncode == 0, run.output[-3000:]
-    diff = md.max_state_difference(md.state_at(ref, "final.dump"), md.state_at(second, "final.dump"))
+    diff = md.max_state_difference(
+        md.state_at(ref, "final.dump"), md.state_at(second, "final.dump")
+    )
     print(f"restart vs one run ({order or 'defaults'}): max |d(x, v, f)| = {diff:.3e}")
     assert diff < 1e-9
     for run in (ref, first, second):
@@ -140,7 +142,9 @@ def test_atomic_mode_restart_continues_to_round_off(backend):
     second = md.second_half(model, pair, 3, 6, first.workdir, via="restart")
     for run in (ref, first, second):
         assert run.returncode == 0, run.output[-3000:]
-    diff = md.max_state_difference(md.state_at(ref, "final.dump"), md.state_at(second, "final.dump"))
+    diff = md.max_state_difference(
+        md.state_at(ref, "final.dump"), md.state_at(second, "final.dump")
+    )
     print(f"atomic mode restart: max |d(x, v, f)| = {diff:.3e}")
     assert diff < 1e-9
     for run in (ref, first, second):
@@ -164,9 +168,10 @@ def test_killed_run_restarts_from_its_last_restart_file(nprocs):
         model, "", 20, 40, killed.workdir, via="restart", nprocs=nprocs, restart_file="r.20"
     )
     assert second.returncode == 0, second.output[-3000:]
-    assert md.max_state_difference(
-        md.state_at(ref, "final.dump"), md.state_at(second, "final.dump")
-    ) == 0.0
+    assert (
+        md.max_state_difference(md.state_at(ref, "final.dump"), md.state_at(second, "final.dump"))
+        == 0.0
+    )
     for run in (ref, killed, second):
         cleanup(run)
 
@@ -213,9 +218,7 @@ def test_overlapping_atoms_name_ids_and_step(backend, style, nprocs):
     run = run_lammps(md.overlap_input(_bundled(), STYLES[style]), nprocs=nprocs)
     text = md.error_text(run)
     assert run.returncode != 0
-    assert "at step 0, atoms 1 and 2 (0.05 A apart) are closer than the 0.1 A" in text, text[
-        -3000:
-    ]
+    assert "at step 0, atoms 1 and 2 (0.05 A apart) are closer than the 0.1 A" in text, text[-3000:]
 
 
 @pytest.mark.parametrize("nprocs", [1, 2])
