@@ -81,7 +81,6 @@ HALF = {"host": 20, "gpu-deterministic": 3, "gpu-atomic": 3}
         ("host", 1, "data"),
         ("host", 2, "data"),
         ("gpu-deterministic", 1, "restart"),
-        ("gpu-deterministic", 2, "data"),
     ],
 )
 def test_restart_continues_bitwise(backend, style, nprocs, via):
