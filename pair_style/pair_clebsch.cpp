@@ -16,6 +16,7 @@
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/host_engine.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch_md_checks.h"
 #include "clebsch_pair_common.h"
 #include "cuda_engine_loader.h"
 
@@ -259,6 +260,7 @@ void PairClebsch::build_graph()
     const int i = list->ilist[ii];
     const int *jlist = list->firstneigh[i];
     const int jnum = list->numneigh[i];
+    const size_t first_edge = center_.size();
     for (int jj = 0; jj < jnum; jj++) {
       const int j = jlist[jj] & NEIGHMASK;
       const double d[3] = {x[j][0] - x[i][0], x[j][1] - x[i][1], x[j][2] - x[i][2]};
@@ -275,13 +277,25 @@ void PairClebsch::build_graph()
       neighbor_atom_.push_back(j);
       vector_.insert(vector_.end(), d, d + 3);
     }
+    clebsch_pair::order_center_edges(first_edge, center_.size(), neighbor_.data(),
+                                     neighbor_atom_.data(), vector_.data(), tag);
   }
 }
 
 void PairClebsch::compute(int eflag, int vflag)
 {
   ev_init(eflag, vflag);
+  // Long runs fail loudly (clebsch_md_checks.h): lost atoms, overlapping atoms and a
+  // non-finite model output each stop the run with the atom IDs and the step.
+  clebsch_pair::check_lost_atoms(lmp);
   build_graph();
+  clebsch_pair::StepEdges edges;
+  edges.num_edges = center_.size();
+  edges.center = center_.data();
+  edges.neighbor_atom = neighbor_atom_.data();
+  edges.vector = vector_.data();
+  edges.tag = atom->tag;
+  clebsch_pair::check_edge_lengths(lmp, edges);
 
   clebsch::AtomGraph graph;
   graph.num_local = atom->nlocal;
@@ -299,6 +313,10 @@ void PairClebsch::compute(int eflag, int vflag)
   } catch (std::exception &e) {
     error->one(FLERR, "Pair style clebsch: {}", e.what());
   }
+  const bool per_atom = result.atom_energy.size() == static_cast<size_t>(atom->nlocal);
+  clebsch_pair::check_engine_output(lmp, result.energy,
+                                    per_atom ? result.atom_energy.data() : nullptr, atom->nlocal,
+                                    edges, result.edge_gradient.data());
   tally(result);
 }
 

@@ -18,6 +18,7 @@
 
 #include "clebsch/cuda/engine/cuda_engine.h"
 #include "clebsch/engine/engine.h"
+#include "clebsch_md_checks_kokkos.h"
 #include "clebsch_pair_common.h"
 
 #include <algorithm>
@@ -178,7 +179,11 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::compute(int efla
   k_.d_neighbors = k_list->d_neighbors;
   k_.d_ilist = k_list->d_ilist;
 
+  // The plain style's MD checks (clebsch_md_checks.h), reduced on the Views.
+  clebsch_pair::check_lost_atoms(lmp);
   build_graph_kokkos();
+  clebsch_pair::check_edge_lengths_kokkos<DeviceType>(lmp, k_, nedges_,
+                                                      atom->nlocal + atom->nghost);
   run_engine();
   atomKK->modified(execution_space, F_MASK);
 }
@@ -396,6 +401,8 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_device_engin
   }
   double energy = 0;
   Kokkos::deep_copy(energy, d_energy_);
+  clebsch_pair::check_engine_output_kokkos<DeviceType>(
+      lmp, k_, nedges_, nlocal, atom->nlocal + atom->nghost, energy, eflag_atom != 0);
   tally_kokkos(energy);
 }
 
@@ -413,6 +420,18 @@ template <class DeviceType> void PairClebschKokkos<DeviceType>::run_host_engine(
     error->one(FLERR, "Pair style clebsch: {}", e.what());
   }
   const int nlocal = atom->nlocal;
+  {
+    clebsch_pair::StepEdges edges;
+    edges.num_edges = nedges_;
+    edges.center = k_.d_center.data();
+    edges.neighbor_atom = k_.d_neighbor_atom.data();
+    edges.vector = k_.d_vector.data();
+    edges.tag = k_.tag.data();
+    const bool per_atom = result.atom_energy.size() == static_cast<size_t>(nlocal);
+    clebsch_pair::check_engine_output(lmp, result.energy,
+                                      per_atom ? result.atom_energy.data() : nullptr, nlocal, edges,
+                                      result.edge_gradient.data());
+  }
   using HostVec3 = Kokkos::View<const double *[3], Kokkos::LayoutRight, Kokkos::HostSpace,
                                 Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   Kokkos::deep_copy(Kokkos::subview(k_.d_gradient, std::make_pair(0, nedges_), Kokkos::ALL),
