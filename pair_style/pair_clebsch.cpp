@@ -159,8 +159,8 @@ void PairClebsch::settings(int narg, char **arg)
   if (engine_ && !(k == before)) {
     build_engine();
     if (comm->me == 0)
-      utils::logmesg(lmp, "Clebsch: engine rebuilt for {} (precision {}, device {})\n",
-                     model_path_, precision_name_, device_name_);
+      utils::logmesg(lmp, "Clebsch: engine rebuilt for {} (precision {}, device {})\n", model_path_,
+                     precision_name_, device_name_);
   }
 }
 

@@ -30,7 +30,7 @@ namespace clebsch {
 class Engine;
 struct EngineResult;
 namespace model {
-struct Model;
+  struct Model;
 }
 }    // namespace clebsch
 
@@ -92,10 +92,10 @@ class PairClebsch : public Pair {
   long long edge_batch_ = 0;
   bool deterministic_ = false;
   std::unique_ptr<clebsch::Engine> engine_;
-  std::string model_path_;                // the model pair_coeff loaded
-  std::vector<int> type_to_species_;      // [ntypes+1], -1 for unmapped (NULL)
-  std::vector<int> node_of_atom_;         // [nall] graph node of each atom, -1 for NULL types
-  std::vector<int> atom_of_node_;         // [nnodes] LAMMPS index of each graph node
+  std::string model_path_;              // the model pair_coeff loaded
+  std::vector<int> type_to_species_;    // [ntypes+1], -1 for unmapped (NULL)
+  std::vector<int> node_of_atom_;       // [nall] graph node of each atom, -1 for NULL types
+  std::vector<int> atom_of_node_;       // [nnodes] LAMMPS index of each graph node
   int num_local_nodes_ = 0;
   std::vector<double> cutsq_directed_;    // [ntypes+1][ntypes+1], [centre type][neighbor type]
   std::vector<int> owner_of_tag_;         // one rank: local index of each atom ID

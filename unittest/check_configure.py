@@ -101,7 +101,9 @@ def main():
         out,
     )
 
-    rc, out, _ = configure(args, "require-all-no-e3nn", ["-DCLEBSCH_PYTHON=", "-DCLEBSCH_REQUIRE_ALL=ON"])
+    rc, out, _ = configure(
+        args, "require-all-no-e3nn", ["-DCLEBSCH_PYTHON=", "-DCLEBSCH_REQUIRE_ALL=ON"]
+    )
     expect(rc != 0, "require-all-no-e3nn", "the configure fails", out)
     expect(
         "the e3nn_reference tests cannot be built" in out,

@@ -12,6 +12,7 @@ Environment (set by CTest): CLEBSCH_LMP, CLEBSCH_PLUGIN, CLEBSCH_BUNDLED_DIR, CL
 import functools
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -157,7 +158,9 @@ def test_hybrid_overlay_with_zbl_adds_up():
     alone = _ok(
         _run(TWO, f"pair_style clebsch\npair_coeff * * {MODEL} Cu Au\n" + OUTPUT.format(extra=""))
     )
-    zbl = _ok(_run(TWO, "pair_style zbl 2.0 3.0\n" + ZBL.replace(" zbl", "") + OUTPUT.format(extra="")))
+    zbl = _ok(
+        _run(TWO, "pair_style zbl 2.0 3.0\n" + ZBL.replace(" zbl", "") + OUTPUT.format(extra=""))
+    )
     # zbl contributes (the neighbour distance 2.65 A lies inside its switching range).
     assert np.abs(_forces(zbl)[1]).max() > 1e-3
     _assert_sum(hybrid, [alone, zbl], "clebsch + zbl")
@@ -253,3 +256,42 @@ def test_pair_coeff_errors_are_clear_alone_and_under_hybrid(pair, message):
     text = run.output + run.log
     assert run.returncode != 0
     assert "ERROR" in text and message in text, text[-2000:]
+
+
+def test_engine_errors_name_lammps_atom_ids():
+    """The engine counts graph edges and nodes; the error a user reads names the atoms by the
+    IDs of the input (here atoms 7 and 3, 0.01 A apart, IDs chosen unlike their indices)."""
+    data = """LAMMPS data: two overlapping atoms with IDs unlike their indices
+
+3 atoms
+1 atom types
+0 10 xlo xhi
+0 10 ylo yhi
+0 10 zlo zhi
+
+Masses
+
+1 63.5
+
+Atoms # atomic
+
+11 1 2.0 2.0 2.0
+7 1 5.0 5.0 5.0
+3 1 5.0 5.0 5.01
+"""
+    body = f"""
+units metal
+atom_style atomic
+atom_modify map array
+read_data data.ov
+plugin load ${{plugin}}
+pair_style clebsch
+pair_coeff * * {MODEL} Cu
+run 0
+"""
+    run = run_lammps(body, files={"data.ov": data})
+    out = run.output + run.log
+    assert run.returncode != 0
+    assert "overlapping atoms" in out and re.search(r"LAMMPS atom IDs (7 and 3|3 and 7)", out), out[
+        -2000:
+    ]
