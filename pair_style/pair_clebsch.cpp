@@ -283,6 +283,14 @@ void PairClebsch::init_style()
   comm_forward = engine_->exchange_width();
   comm_reverse = std::max(engine_->exchange_width(), kGhostTallyWidth);
   comm_reverse_off = comm_reverse;
+  // pair_style hybrid sizes LAMMPS's communication buffers by its own comm_* members, which it
+  // takes from the sub-styles only when it is created (PairHybrid::flags()), before pair_coeff
+  // has loaded a model: raise them to this style's widths, or the per-layer exchange overflows.
+  if (force->pair && force->pair != this) {
+    force->pair->comm_forward = std::max(force->pair->comm_forward, comm_forward);
+    force->pair->comm_reverse = std::max(force->pair->comm_reverse, comm_reverse);
+    force->pair->comm_reverse_off = std::max(force->pair->comm_reverse_off, comm_reverse_off);
+  }
 }
 
 double PairClebsch::init_one(int i, int j)
