@@ -12,7 +12,11 @@ ctest --test-dir "$build" --output-on-failure -j "${CLEBSCH_TEST_JOBS:-2}" "$@" 
 # GTEST_SKIP messages, pytest -rs lines, the placeholders of suites not built).
 log="$build/Testing/Temporary/LastTest.log"
 if [ -f "$log" ]; then
-  reasons=$(grep -hE '^SKIPPED: |^SKIPPED \[|\[  SKIPPED \] .+: ' "$log" | sort | uniq -c || true)
+  # pytest -rs: "SKIPPED [n] file:line: reason"; GoogleTest: "file:line: Skipped" then the reason.
+  reasons=$({
+    grep -hE '^SKIPPED: |^SKIPPED \[' "$log" | sed -E 's/^SKIPPED \[([0-9]+)\] [^ ]+: /(x\1) /'
+    awk '/: Skipped$/ { getline reason; print reason }' "$log"
+  } | sort | uniq -c | sort -rn || true)
   if [ -n "$reasons" ]; then
     printf '\n== Skipped tests and why (from %s)\n%s\n' "$log" "$reasons" >&2
   fi
