@@ -13,11 +13,12 @@ import functools
 import os
 import pathlib
 import re
+import subprocess
 
 import numpy as np
 import pytest
 
-from lammps_harness import cleanup, run_lammps
+from lammps_harness import cleanup, lammps_executable, run_lammps
 
 MODEL = pathlib.Path(os.environ.get("CLEBSCH_BUNDLED_DIR", "")) / "cuau-mace.safetensors"
 
@@ -295,3 +296,20 @@ run 0
     assert "overlapping atoms" in out and re.search(r"LAMMPS atom IDs (7 and 3|3 and 7)", out), out[
         -2000:
     ]
+
+
+def test_citation_reminder_names_the_model_papers(tmp_path):
+    """LAMMPS's citation file lists the MACE and NequIP papers when the style is used (lmp run
+    here directly: the harness passes -nocite)."""
+    (tmp_path / "data.sys").write_text(_data(*SMALL))
+    (tmp_path / "in.test").write_text(
+        "units metal\natom_style atomic\nread_data data.sys\nplugin load ${plugin}\n"
+        f"pair_style clebsch\npair_coeff * * {MODEL} Cu Au\nrun 0\n"
+    )
+    cmd = [lammps_executable(), "-in", "in.test", "-log", "none", "-cite", "cite.txt"]
+    cmd += ["-var", "plugin", os.environ.get("CLEBSCH_PLUGIN", "")]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "pair clebsch (MACE and NequIP models)" in proc.stdout
+    cite = (tmp_path / "cite.txt").read_text()
+    assert "Batatia2022" in cite and "Batzner2022" in cite, cite[-2000:]
