@@ -5,6 +5,7 @@
 #include "pair_clebsch.h"
 
 #include "atom.h"
+#include "citeme.h"
 #include "comm.h"
 #include "error.h"
 #include "force.h"
@@ -46,6 +47,22 @@ class PairGhostExchange : public clebsch::GhostExchange {
 
 using clebsch_pair::kGhostTallyWidth;
 
+// The papers of the two model families, for LAMMPS's citation reminder (doc page, References).
+const char cite_clebsch[] =
+    "pair clebsch (MACE and NequIP models):\n\n"
+    "@inproceedings{Batatia2022,\n"
+    " author = {Batatia, I. and Kovacs, D. P. and Simm, G. N. C. and Ortner, C. and Csanyi, G.},\n"
+    " title = {{MACE}: Higher Order Equivariant Message Passing Neural Networks for Fast and "
+    "Accurate Force Fields},\n"
+    " booktitle = {Advances in Neural Information Processing Systems},\n"
+    " volume = {35},\n year = {2022}\n}\n\n"
+    "@article{Batzner2022,\n"
+    " author = {Batzner, S. and Musaelian, A. and Sun, L. and Geiger, M. and Mailoa, J. P. and "
+    "Kornbluth, M. and Molinari, N. and Smidt, T. E. and Kozinsky, B.},\n"
+    " title = {E(3)-equivariant graph neural networks for data-efficient and accurate "
+    "interatomic potentials},\n"
+    " journal = {Nature Communications},\n volume = {13},\n pages = {2453},\n year = {2022}\n}\n\n";
+
 }    // namespace
 
 /* ---------------------------------------------------------------------- */
@@ -53,6 +70,7 @@ using clebsch_pair::kGhostTallyWidth;
 PairClebsch::PairClebsch(LAMMPS *lmp) :
     Pair(lmp), precision_name_("fp64"), device_name_("cpu"), cutoff_(0.0)
 {
+  if (lmp->citeme) lmp->citeme->add(cite_clebsch);
   single_enable = 0;
   restartinfo = 0;
   one_coeff = 1;
@@ -88,6 +106,14 @@ void PairClebsch::allocate()
 
 void PairClebsch::settings(int narg, char **arg)
 {
+  // LAMMPS calls settings() again on this object when a script re-issues pair_style clebsch:
+  // every keyword starts from its default, as on the first call, not from the previous line.
+  Keywords before{precision_name_, device_name_, edge_batch_, deterministic_};
+  if (!defaults_taken_) {
+    defaults_ = before;
+    defaults_taken_ = true;
+  }
+  Keywords k = defaults_;
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
@@ -99,20 +125,20 @@ void PairClebsch::settings(int narg, char **arg)
       } catch (std::exception &e) {
         error->all(FLERR, "Pair style clebsch: {}", e.what());
       }
-      precision_name_ = value;
+      k.precision = value;
     } else if (key == "device") {
       if (value != "cpu" && value != "gpu")
         error->all(FLERR, "Pair style clebsch: device must be cpu or gpu, got {}", value);
-      device_name_ = value;
+      k.device = value;
     } else if (key == "deterministic") {
       // The host engine is always deterministic (fixed summation order for any thread count);
       // the CUDA engine's convolution accumulates in fixed order (yes) or with atomics (no).
-      deterministic_ = utils::logical(FLERR, value, false, lmp) != 0;
+      k.deterministic = utils::logical(FLERR, value, false, lmp) != 0;
     } else if (key == "edge_batch") {
       // The CUDA engines' batch of neighbor pairs (their memory knob); the host engine has no
       // per-pair weights to batch.
-      edge_batch_ = utils::bnumeric(FLERR, value, false, lmp);
-      if (edge_batch_ < 0)
+      k.edge_batch = utils::bnumeric(FLERR, value, false, lmp);
+      if (k.edge_batch < 0)
         error->all(FLERR,
                    "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "
                    "neighbor pairs per batch, got {}",
@@ -125,6 +151,37 @@ void PairClebsch::settings(int narg, char **arg)
     }
     iarg += 2;
   }
+  precision_name_ = k.precision;
+  device_name_ = k.device;
+  edge_batch_ = k.edge_batch;
+  deterministic_ = k.deterministic;
+  // A re-issued pair_style keeps the pair_coeff of the previous one (LAMMPS does not ask for it
+  // again), so the loaded model gets an engine of the new keywords now.
+  if (engine_ && !(k == before)) {
+    build_engine();
+    if (comm->me == 0)
+      utils::logmesg(lmp, "Clebsch: engine rebuilt for {} (precision {}, device {})\n", model_path_,
+                     precision_name_, device_name_);
+  }
+}
+
+void PairClebsch::build_engine(const clebsch::model::Model *given)
+{
+  engine_.reset();
+  try {
+    std::optional<clebsch::model::Model> reread;
+    if (!given) reread.emplace(clebsch::read_model(model_path_));
+    const clebsch::model::Model &model = given ? *given : *reread;
+    const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
+    if (device_name_ == "gpu")
+      engine_ =
+          clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(), edge_batch_);
+    else
+      engine_ = clebsch::make_host_engine(model, precision);
+  } catch (std::exception &e) {
+    error->all(FLERR, "Pair style clebsch: cannot build the engine: {}", e.what());
+  }
+  cutoff_ = engine_->r_max();
 }
 
 /* ----------------------------------------------------------------------
@@ -158,31 +215,44 @@ void PairClebsch::coeff(int narg, char **arg)
 
   std::string known;
   for (const auto &sp : model.species) known += (known.empty() ? "" : " ") + sp.symbol;
+  // NULL leaves a type to the other styles of pair_style hybrid/overlay (as pair_style pace and
+  // the other many-body styles do); those atoms are not nodes of the model's graph.
   type_to_species_.assign(ntypes + 1, -1);
+  int num_null = 0;
   for (int t = 1; t <= ntypes; t++) {
     const std::string element = arg[2 + t];
+    if (element == "NULL") {
+      num_null++;
+      continue;
+    }
     for (int s = 0; s < model.num_species(); s++)
       if (model.species[s].symbol == element) type_to_species_[t] = s;
     if (type_to_species_[t] < 0)
       error->all(FLERR,
                  "Pair style clebsch: element {} (atom type {}) is not in model {}, "
-                 "which has: {}",
+                 "which has: {} (or NULL for a type another hybrid sub-style covers)",
                  element, t, path, known);
   }
+  if (num_null == ntypes)
+    error->all(FLERR, "Pair style clebsch: pair_coeff maps every atom type to NULL");
+  // Under hybrid, force->pair is the hybrid style, which gives NULL types to other sub-styles.
+  if (num_null > 0 && force->pair == this)
+    for (int t = 1; t <= ntypes; t++)
+      if (type_to_species_[t] < 0)
+        error->all(FLERR,
+                   "Pair style clebsch: atom type {} is NULL in pair_coeff, which only pair_style "
+                   "hybrid/overlay (with another style for that type) allows",
+                   t);
+  if (num_null > 0 && kokkosable)
+    error->all(FLERR,
+               "Pair style clebsch/kk: NULL in pair_coeff is not supported by the Kokkos style; "
+               "use pair_style clebsch (without the kk suffix) inside pair_style hybrid/overlay");
 
-  try {
-    const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
-    if (device_name_ == "gpu")
-      engine_ =
-          clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(), edge_batch_);
-    else
-      engine_ = clebsch::make_host_engine(model, precision);
-  } catch (std::exception &e) {
-    error->all(FLERR, "Pair style clebsch: cannot build the engine: {}", e.what());
-  }
-  cutoff_ = engine_->r_max();
+  model_path_ = path;
+  build_engine(&model);
   for (int i = 1; i <= ntypes; i++)
-    for (int j = i; j <= ntypes; j++) setflag[i][j] = 1;
+    for (int j = i; j <= ntypes; j++)
+      setflag[i][j] = type_to_species_[i] >= 0 && type_to_species_[j] >= 0 ? 1 : 0;
 
   if (comm->me == 0) {
     const std::string batch =
@@ -190,8 +260,11 @@ void PairClebsch::coeff(int narg, char **arg)
     utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {}{})\n",
                    path, engine_->num_layers(), cutoff_, precision_name_, device_name_, batch);
     for (int t = 1; t <= ntypes; t++)
-      utils::logmesg(lmp, "  atom type {} -> {} (model species {})\n", t, arg[2 + t],
-                     type_to_species_[t]);
+      if (type_to_species_[t] < 0)
+        utils::logmesg(lmp, "  atom type {} -> NULL (not in the model's graph)\n", t);
+      else
+        utils::logmesg(lmp, "  atom type {} -> {} (model species {})\n", t, arg[2 + t],
+                       type_to_species_[t]);
   }
 }
 
@@ -211,6 +284,14 @@ void PairClebsch::init_style()
   comm_forward = engine_->exchange_width();
   comm_reverse = std::max(engine_->exchange_width(), kGhostTallyWidth);
   comm_reverse_off = comm_reverse;
+  // pair_style hybrid sizes LAMMPS's communication buffers by its own comm_* members, which it
+  // takes from the sub-styles only when it is created (PairHybrid::flags()), before pair_coeff
+  // has loaded a model: raise them to this style's widths, or the per-layer exchange overflows.
+  if (force->pair && force->pair != this) {
+    force->pair->comm_forward = std::max(force->pair->comm_forward, comm_forward);
+    force->pair->comm_reverse = std::max(force->pair->comm_reverse, comm_reverse);
+    force->pair->comm_reverse_off = std::max(force->pair->comm_reverse_off, comm_reverse_off);
+  }
 }
 
 double PairClebsch::init_one(int i, int j)
@@ -219,9 +300,10 @@ double PairClebsch::init_one(int i, int j)
   // LAMMPS's cutoffs are symmetric, a model's may not be (NequIP per-edge-type cutoffs are
   // [centre][neighbour]): the neighbor list takes the larger, build_graph() the directed one.
   const int si = type_to_species_[i], sj = type_to_species_[j];
-  const double rij = engine_->r_max(si, sj), rji = engine_->r_max(sj, si);
   const int n = atom->ntypes + 1;
   if (static_cast<int>(cutsq_directed_.size()) != n * n) cutsq_directed_.assign(n * n, 0.0);
+  if (si < 0 || sj < 0) return 0.0;    // a NULL type (hybrid): no edges of this pair
+  const double rij = engine_->r_max(si, sj), rji = engine_->r_max(sj, si);
   cutsq_directed_[i * n + j] = rij * rij;
   cutsq_directed_[j * n + i] = rji * rji;
   return std::max(rij, rji);
@@ -247,9 +329,21 @@ void PairClebsch::build_graph()
     owner_of_tag_.assign(static_cast<size_t>(max_tag) + 1, -1);
     for (int i = 0; i < nlocal; i++) owner_of_tag_[tag[i]] = i;
   }
-  const int nnodes = owners_only_ ? nlocal : nall;
-  species_.resize(nnodes);
-  for (int i = 0; i < nnodes; i++) species_[i] = type_to_species_[type[i]];
+  // Graph nodes: the atoms of the model's types (all of them unless pair_coeff has NULL), local
+  // atoms first, then (several ranks) ghosts, each in LAMMPS order.
+  const int natoms = owners_only_ ? nlocal : nall;
+  node_of_atom_.assign(nall, -1);
+  atom_of_node_.clear();
+  species_.clear();
+  num_local_nodes_ = 0;
+  for (int a = 0; a < natoms; a++) {
+    const int s = type_to_species_[type[a]];
+    if (s < 0) continue;
+    if (a < nlocal) num_local_nodes_++;
+    node_of_atom_[a] = static_cast<int>(atom_of_node_.size());
+    atom_of_node_.push_back(a);
+    species_.push_back(s);
+  }
 
   center_.clear();
   neighbor_.clear();
@@ -258,22 +352,24 @@ void PairClebsch::build_graph()
   const int inum = list->inum;
   for (int ii = 0; ii < inum; ii++) {
     const int i = list->ilist[ii];
+    if (node_of_atom_[i] < 0) continue;
     const int *jlist = list->firstneigh[i];
     const int jnum = list->numneigh[i];
     const size_t first_edge = center_.size();
     for (int jj = 0; jj < jnum; jj++) {
       const int j = jlist[jj] & NEIGHMASK;
+      if (type_to_species_[type[j]] < 0) continue;
       const double d[3] = {x[j][0] - x[i][0], x[j][1] - x[i][1], x[j][2] - x[i][2]};
       const double rsq = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
       if (rsq >= cutsq_directed_[type[i] * ntp1 + type[j]]) continue;
-      int node = j;
+      int owner = j;
       if (owners_only_ && j >= nlocal) {
-        node = tag[j] < static_cast<tagint>(owner_of_tag_.size()) ? owner_of_tag_[tag[j]] : -1;
-        if (node < 0)
+        owner = tag[j] < static_cast<tagint>(owner_of_tag_.size()) ? owner_of_tag_[tag[j]] : -1;
+        if (owner < 0)
           error->one(FLERR, "Pair style clebsch: ghost atom {} has no local owner", tag[j]);
       }
-      center_.push_back(i);
-      neighbor_.push_back(node);
+      center_.push_back(node_of_atom_[i]);
+      neighbor_.push_back(node_of_atom_[owner]);
       neighbor_atom_.push_back(j);
       vector_.insert(vector_.end(), d, d + 3);
     }
@@ -298,7 +394,7 @@ void PairClebsch::compute(int eflag, int vflag)
   clebsch_pair::check_edge_lengths(lmp, edges);
 
   clebsch::AtomGraph graph;
-  graph.num_local = atom->nlocal;
+  graph.num_local = num_local_nodes_;
   graph.num_nodes = species_.size();
   graph.species = species_.data();
   graph.num_edges = center_.size();
@@ -311,13 +407,38 @@ void PairClebsch::compute(int eflag, int vflag)
   try {
     engine_->compute(graph, result, owners_only_ ? nullptr : &exchange);
   } catch (std::exception &e) {
-    error->one(FLERR, "Pair style clebsch: {}", e.what());
+    error->one(FLERR, "Pair style clebsch: {}", with_atom_ids(e.what()));
   }
   const bool per_atom = result.atom_energy.size() == static_cast<size_t>(atom->nlocal);
   clebsch_pair::check_engine_output(lmp, result.energy,
                                     per_atom ? result.atom_energy.data() : nullptr, atom->nlocal,
                                     edges, result.edge_gradient.data());
   tally(result);
+}
+
+// The engines name the graph's edges and nodes by index ("edge 12 (centre 3, neighbour 5) ...",
+// "atom 7 has species ..."): append the LAMMPS atom IDs of the first one named.
+std::string PairClebsch::with_atom_ids(const std::string &message) const
+{
+  const tagint *tag = atom->tag;
+  auto number_after = [&](const std::string &word) -> long long {
+    const size_t at = message.find(word);
+    if (at == std::string::npos || (at > 0 && std::isalpha(message[at - 1]))) return -1;
+    size_t p = at + word.size();
+    if (p >= message.size() || !std::isdigit(static_cast<unsigned char>(message[p]))) return -1;
+    return std::stoll(message.substr(p));
+  };
+  const long long e = number_after("edge ");
+  if (e >= 0 && e < static_cast<long long>(center_.size())) {
+    const double *v = &vector_[3 * e];
+    return fmt::format("{} [LAMMPS atom IDs {} and {}, distance {:.6g} A]", message,
+                       tag[atom_of_node_[center_[e]]], tag[neighbor_atom_[e]],
+                       std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]));
+  }
+  const long long n = number_after("atom ");
+  if (n >= 0 && n < static_cast<long long>(atom_of_node_.size()))
+    return fmt::format("{} [LAMMPS atom ID {}]", message, tag[atom_of_node_[n]]);
+  return message;
 }
 
 // Forces, energies and virials from the engine's per-edge gradients g = dE/dv, v = x_j - x_i:
@@ -335,14 +456,14 @@ void PairClebsch::tally(const clebsch::EngineResult &result)
 
   if (eflag_global) eng_vdwl += result.energy;
   if (eflag_atom)
-    for (int i = 0; i < nlocal; i++) eatom[i] += result.atom_energy[i];
+    for (int n = 0; n < num_local_nodes_; n++) eatom[atom_of_node_[n]] += result.atom_energy[n];
 
   const size_t nedges = center_.size();
   for (size_t e = 0; e < nedges; e++) {
     const double *g = &result.edge_gradient[3 * e];
     const double *v = &vector_[3 * e];
-    const int i = center_[e];
-    const int j = owners_only_ ? neighbor_[e] : neighbor_atom_[e];
+    const int i = atom_of_node_[center_[e]];
+    const int j = owners_only_ ? atom_of_node_[neighbor_[e]] : neighbor_atom_[e];
     f[i][0] += g[0];
     f[i][1] += g[1];
     f[i][2] += g[2];
@@ -395,8 +516,8 @@ template <typename T> void PairClebsch::exchange_reverse(T *rows, int width)
   comm_width_ = width;
   comm->reverse_comm(this, width);
   comm_mode_ = CommMode::kNone;
-  const size_t nlocal = atom->nlocal, nall = nlocal + atom->nghost;
-  std::fill(rows + nlocal * width, rows + nall * width, T(0));
+  const size_t nlocal = num_local_nodes_, nnodes = atom_of_node_.size();
+  std::fill(rows + nlocal * width, rows + nnodes * width, T(0));
 }
 
 template void PairClebsch::exchange_forward<double>(double *, int);
@@ -405,21 +526,26 @@ template void PairClebsch::exchange_reverse<double>(double *, int);
 template void PairClebsch::exchange_reverse<float>(float *, int);
 
 namespace {
-template <typename T> T *row(void *rows, int width, int i)
+template <typename T> T *row(void *rows, int width, int node)
 {
-  return static_cast<T *>(rows) + static_cast<size_t>(i) * width;
+  return static_cast<T *>(rows) + static_cast<size_t>(node) * width;
 }
 }    // namespace
 
+// The exchanged rows are graph nodes; LAMMPS's lists name atoms. An atom of a NULL type (hybrid)
+// has no row: it sends zeros and what it receives is dropped.
 int PairClebsch::pack_forward_comm(int n, int *list, double *buf, int, int *)
 {
   int m = 0;
   for (int k = 0; k < n; k++) {
-    if (comm_mode_ == CommMode::kFeaturesDouble) {
-      const double *r = row<double>(comm_rows_, comm_width_, list[k]);
+    const int node = node_of_atom_[list[k]];
+    if (node < 0) {
+      for (int c = 0; c < comm_width_; c++) buf[m++] = 0.0;
+    } else if (comm_mode_ == CommMode::kFeaturesDouble) {
+      const double *r = row<double>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) buf[m++] = r[c];
     } else {
-      const float *r = row<float>(comm_rows_, comm_width_, list[k]);
+      const float *r = row<float>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) buf[m++] = r[c];
     }
   }
@@ -430,11 +556,14 @@ void PairClebsch::unpack_forward_comm(int n, int first, double *buf)
 {
   int m = 0;
   for (int k = first; k < first + n; k++) {
-    if (comm_mode_ == CommMode::kFeaturesDouble) {
-      double *r = row<double>(comm_rows_, comm_width_, k);
+    const int node = node_of_atom_[k];
+    if (node < 0) {
+      m += comm_width_;
+    } else if (comm_mode_ == CommMode::kFeaturesDouble) {
+      double *r = row<double>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) r[c] = buf[m++];
     } else {
-      float *r = row<float>(comm_rows_, comm_width_, k);
+      float *r = row<float>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) r[c] = static_cast<float>(buf[m++]);
     }
   }
@@ -447,11 +576,16 @@ int PairClebsch::pack_reverse_comm(int n, int first, double *buf)
     if (comm_mode_ == CommMode::kGhostTally) {
       const double *r = &ghost_forces_[static_cast<size_t>(k) * kGhostTallyWidth];
       for (int c = 0; c < kGhostTallyWidth; c++) buf[m++] = r[c];
+      continue;
+    }
+    const int node = node_of_atom_[k];
+    if (node < 0) {
+      for (int c = 0; c < comm_width_; c++) buf[m++] = 0.0;
     } else if (comm_mode_ == CommMode::kFeaturesDouble) {
-      const double *r = row<double>(comm_rows_, comm_width_, k);
+      const double *r = row<double>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) buf[m++] = r[c];
     } else {
-      const float *r = row<float>(comm_rows_, comm_width_, k);
+      const float *r = row<float>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) buf[m++] = r[c];
     }
   }
@@ -474,11 +608,16 @@ void PairClebsch::unpack_reverse_comm(int n, int *list, double *buf)
       for (int c = 0; c < 3; c++) atom->f[j][c] += buf[m++];
       for (int c = 0; c < 6; c++, m++)
         if (vflag_atom) vatom[j][c] += buf[m];
+      continue;
+    }
+    const int node = node_of_atom_[j];
+    if (node < 0) {
+      m += comm_width_;
     } else if (comm_mode_ == CommMode::kFeaturesDouble) {
-      double *r = row<double>(comm_rows_, comm_width_, j);
+      double *r = row<double>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) r[c] += buf[m++];
     } else {
-      float *r = row<float>(comm_rows_, comm_width_, j);
+      float *r = row<float>(comm_rows_, comm_width_, node);
       for (int c = 0; c < comm_width_; c++) r[c] += static_cast<float>(buf[m++]);
     }
   }
@@ -489,7 +628,7 @@ double PairClebsch::memory_usage()
   double bytes = Pair::memory_usage();
   bytes += sizeof(int) *
       (species_.capacity() + center_.capacity() + neighbor_.capacity() + neighbor_atom_.capacity() +
-       owner_of_tag_.capacity());
+       owner_of_tag_.capacity() + node_of_atom_.capacity() + atom_of_node_.capacity());
   bytes += sizeof(double) * (vector_.capacity() + ghost_forces_.capacity());
   return bytes;
 }

@@ -29,6 +29,9 @@ PairStyle(clebsch,PairClebsch);
 namespace clebsch {
 class Engine;
 struct EngineResult;
+namespace model {
+  struct Model;
+}
 }    // namespace clebsch
 
 namespace LAMMPS_NS {
@@ -62,13 +65,38 @@ class PairClebsch : public Pair {
   virtual int gpu_ordinal() const { return -1; }
   void build_graph();
   void tally(const clebsch::EngineResult &result);
+  /// Builds engine_ for @p model (read again from model_path_ when null) with the current
+  /// keywords: coeff(), and settings() when a re-issued pair_style changes a keyword.
+  void build_engine(const clebsch::model::Model *model = nullptr);
+  /// An engine error with the LAMMPS atom IDs of the edge or atom it names (the engine counts
+  /// graph nodes and edges, which a user cannot find in a data file).
+  std::string with_atom_ids(const std::string &message) const;
+
+  // The keywords of pair_style; a re-issued pair_style starts again from the defaults.
+  struct Keywords {
+    std::string precision = "fp64";
+    std::string device = "cpu";
+    long long edge_batch = 0;      // device gpu: neighbor pairs per batch (0: automatic)
+    bool deterministic = false;    // device gpu: fixed-order accumulation (doc default no)
+    bool operator==(const Keywords &o) const
+    {
+      return precision == o.precision && device == o.device && edge_batch == o.edge_batch &&
+          deterministic == o.deterministic;
+    }
+  };
+  bool defaults_taken_ = false;
+  Keywords defaults_;    // as the constructor left them (clebsch/kk on a GPU: device gpu)
 
   std::string precision_name_;
   std::string device_name_;
-  long long edge_batch_ = 0;      // device gpu: neighbor pairs per batch (0: automatic)
-  bool deterministic_ = false;    // device gpu: fixed-order accumulation (doc default no)
+  long long edge_batch_ = 0;
+  bool deterministic_ = false;
   std::unique_ptr<clebsch::Engine> engine_;
-  std::vector<int> type_to_species_;      // [ntypes+1], -1 for unmapped
+  std::string model_path_;              // the model pair_coeff loaded
+  std::vector<int> type_to_species_;    // [ntypes+1], -1 for unmapped (NULL)
+  std::vector<int> node_of_atom_;       // [nall] graph node of each atom, -1 for NULL types
+  std::vector<int> atom_of_node_;       // [nnodes] LAMMPS index of each graph node
+  int num_local_nodes_ = 0;
   std::vector<double> cutsq_directed_;    // [ntypes+1][ntypes+1], [centre type][neighbor type]
   std::vector<int> owner_of_tag_;         // one rank: local index of each atom ID
   double cutoff_;

@@ -61,9 +61,33 @@ step "Clebsch"
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache} CCACHE_BASEDIR=$root
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# CLEBSCH_REQUIRE_ALL=1 (CI): a test suite whose dependency is missing fails the configure instead
+# of being skipped. Passed on every call, so that an earlier value does not stick in the cache.
+require_all=OFF
+[ "${CLEBSCH_REQUIRE_ALL:-0}" != 0 ] && require_all=ON
+# CLEBSCH_CMAKE_ARGS: more configure options, e.g. -DCLEBSCH_ENABLE_CUDA=OFF.
+read -r -a extra_args <<<"${CLEBSCH_CMAKE_ARGS:-}"
+# CLEBSCH_TARGETS: what to build (default: everything, tests included); setup.sh asks for the
+# plugin only (with the CUDA engine it opens, when there is one).
+read -r -a targets <<<"${CLEBSCH_TARGETS:-all}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
       -DCLEBSCH_PYTHON="$cache/venv-e3nn/bin/python" \
       -DCLEBSCH_PYTHON_MACE="$cache/venv-mace/bin/python" \
       -DCLEBSCH_PYTHON_NEQUIP="$cache/venv-nequip/bin/python" \
-      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" "${kokkos_args[@]}" >&2
-cmake --build "$build" -j "${CLEBSCH_JOBS:-$(nproc)}" >&2
+      -DCLEBSCH_REQUIRE_ALL=$require_all \
+      -DLAMMPS_SOURCE_DIR="$LAMMPS_SOURCE_DIR" -DLAMMPS_ROOT="$LAMMPS_ROOT" "${kokkos_args[@]}" \
+      "${extra_args[@]}" >&2
+cmake --build "$build" -j "${CLEBSCH_JOBS:-$(nproc)}" --target "${targets[@]}" >&2
+
+# build/bin/lmp: the LAMMPS this build uses, so that `lmp -in ...` works as the README and
+# examples/ write it once build/bin is on PATH (setup.sh prints the line that does it).
+lmp_exe=$(grep -E '^LAMMPS_EXECUTABLE:' "$build/CMakeCache.txt" | cut -d= -f2-)
+if [ -n "$lmp_exe" ]; then
+  mkdir -p "$build/bin"
+  {
+    echo '#!/bin/sh'
+    echo "# lmp of the LAMMPS that $build was configured against (scripts/bootstrap.sh)."
+    echo "exec \"$lmp_exe\" \"\$@\""
+  } >"$build/bin/lmp"
+  chmod +x "$build/bin/lmp"
+fi

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("mace")
+import mace  # noqa: E402,F401  (the mace venv; CMake runs this file there only)
 import torch  # noqa: E402
 
 from potentials import numpy_reference as nr  # noqa: E402

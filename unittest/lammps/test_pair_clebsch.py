@@ -355,6 +355,14 @@ def _gpu_present() -> bool:
     return any(pathlib.Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl"))
 
 
+# CTest says whether this build has libclebsch_cuda (none without a CUDA toolkit at configure).
+_NO_CUDA_ENGINE = pytest.mark.skipif(
+    os.environ.get("CLEBSCH_CUDA_ENGINE", "1") == "0",
+    reason="this build has no CUDA engine (no CUDA toolkit was found at configure time)",
+)
+
+
+@_NO_CUDA_ENGINE
 @pytest.mark.skipif(_gpu_present(), reason="a GPU is present: device gpu runs")
 def test_device_gpu_without_a_gpu_gives_an_actionable_error():
     """The plugin loads on a CPU machine; device gpu fails at pair_coeff, saying what to do."""
@@ -381,6 +389,7 @@ def test_device_gpu_with_a_missing_engine_library_names_the_fix(monkeypatch):
     ]
 
 
+@_NO_CUDA_ENGINE
 @pytest.mark.parametrize("nprocs,extra", [(1, ""), (2, ""), (2, " edge_batch 7")])
 def test_device_gpu_equals_device_cpu(monkeypatch, nprocs, extra):
     """device gpu through the plugin's on-demand loading of libclebsch_cuda, on the emulated
