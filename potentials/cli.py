@@ -52,6 +52,7 @@ def _check_against_golden(model_path, golden_path, verbose: bool = True) -> floa
             g[f"{n}.cell"],
             [bool(p) for p in g[f"{n}.pbc"]],
             edges=edges,
+            structure_inputs=golden_json.get("structure_inputs"),
         )
         de = float(np.abs(out["node_energy"] - g[f"{n}.node_energy"]).max())
         worst = max(worst, de)
