@@ -24,6 +24,7 @@ PairStyle(clebsch,PairClebsch);
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace clebsch {
@@ -56,6 +57,8 @@ class PairClebsch : public Pair {
   template <typename T> void exchange_reverse(T *rows, int width);
 
  protected:
+  /// structure_inputs_ with the variables evaluated (error->all on a bad one).
+  std::vector<std::pair<std::string, double>> structure_values();
   void allocate();
   /// The GPU `device gpu` runs on: -1 lets each MPI rank take its node-local rank's GPU; the
   /// Kokkos style names the device Kokkos itself runs on.
@@ -67,6 +70,9 @@ class PairClebsch : public Pair {
   std::string device_name_;
   long long edge_batch_ = 0;      // device gpu: neighbor pairs per batch (0: automatic)
   bool deterministic_ = false;    // device gpu: fixed-order accumulation (doc default no)
+  // Per-structure model inputs (MACE embedding_specs), keyword -> value or v_name (an
+  // equal-style variable, evaluated when pair_coeff builds the engine).
+  std::vector<std::pair<std::string, std::string>> structure_inputs_;
   std::unique_ptr<clebsch::Engine> engine_;
   std::vector<int> type_to_species_;      // [ntypes+1], -1 for unmapped
   std::vector<double> cutsq_directed_;    // [ntypes+1][ntypes+1], [centre type][neighbor type]

@@ -47,6 +47,9 @@ from .read_mace_arch import (
 )
 
 SUPPORTED_MODELS = ("MACE", "ScaleShiftMACE")
+SUPPORTED_READOUTS = ("LinearReadoutBlock", "NonLinearReadoutBlock", *BIAS_READOUTS)
+SUPPORTED_RADIAL = ("BesselBasis", "PolynomialCutoff", "AgnesiTransform", "SoftTransform", "ZBLBasis")
+SUPPORTED_OTHER = ("GenericJointEmbedding", "GatedEquivariantBlock", "RadialMLP")
 SUPPORTED_INTERACTIONS = {
     "RealAgnosticInteractionBlock": (False, False),
     "RealAgnosticResidualInteractionBlock": (True, False),
@@ -398,8 +401,7 @@ def _readout(
     why = f" ({REFUSED[name]})" if name in REFUSED else ""
     refuse(
         readout,
-        f"readout block {name}{why}; supported: LinearReadoutBlock, NonLinearReadoutBlock, "
-        + ", ".join(BIAS_READOUTS),
+        f"readout block {name}{why}; supported: " + ", ".join(SUPPORTED_READOUTS),
     )
 
 

@@ -5,6 +5,8 @@ file alone; the C++ engines are checked against the same golden data by unittest
 Run in the mace venv:  ~/.cache/clebsch/venv-mace/bin/python -m pytest potentials/tests -q
 """
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,39 @@ def test_forces_are_gradients_of_exported_energy(exported):
         model_json, tensors, atoms.positions, g[f"{n}.species"], structure_inputs=inputs
     )
     _close(fd, ref["forces"], 1e-6)
+
+
+def test_wrong_exporter_names_the_right_command(tmp_path):
+    import subprocess
+    import sys
+
+    import torch
+
+    from potentials import cli
+    from potentials.tests.mace_factory import build_mace
+
+    src = tmp_path / "m.model"
+    torch.save(build_mace(seed=1), src)
+    assert cli.model_package(src) == "mace"
+    run = subprocess.run(
+        [sys.executable, "-m", "potentials.cli", "export-nequip", str(src), str(tmp_path / "o")],
+        cwd=pathlib.Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "error:" in run.stderr and "export-mace" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    "cls, refused",
+    [
+        ("RealAgnosticAttResidualInteractionBlock", "RealAgnosticAttResidualInteractionBlock"),
+    ],
+)
+def test_still_unsupported_interactions_are_refused_by_class(cls, refused):
+    from potentials.tests.mace_factory import build_mace
+
+    with pytest.raises(ValueError, match=refused):
+        read_mace.export_mace(build_mace(seed=2, interaction_cls=cls))

@@ -92,6 +92,9 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     const model::MaceProduct& pr = m.products[t];
     const std::string w = "mace.interactions[" + std::to_string(t) + "]";
     LayerPlan<T> L;
+    if (in.nonlinear) {
+      plan_nonlinear(in, h_irreps, w, L);
+    } else {
     check_equal(in.linear_up.irreps_in, h_irreps, w + ".linear_up input vs node features");
     L.linear_up = NodeLinear<T>(in.linear_up);
     L.conv = ConvTp<T>(in.conv_tp, w + ".conv_tp");
@@ -140,6 +143,12 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
         throw ModelFormatError("mace.products[" + std::to_string(t) +
                                "]: add_skip without a residual interaction");
     }
+      L.mlp_in = radial_.num_basis();
+    }
+    if (L.sc_on_nodes && !pr.add_skip)
+      throw ModelFormatError("mace.products[" + std::to_string(t) +
+                             "]: residual interaction but add_skip is false");
+    const Irreps& A_irreps = in.nonlinear ? in.nonlinear->linear_2.irreps_out : in.linear.irreps_out;
     const std::string pw = "mace.products[" + std::to_string(t) + "]";
     L.contraction = make_contraction(pr.contraction, S_, pw + ".contraction");
     check_equal(L.contraction->irreps_in(), A_irreps, pw + ".contraction input");
@@ -151,8 +160,8 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     check_equal(pr.linear.irreps_in, L.b_irreps, pw + ".linear input");
     L.product_linear = NodeLinear<T>(pr.linear);
     if (L.sc_on_nodes)
-      check_equal(in.skip_tp.descriptor.irreps_out(), pr.linear.irreps_out,
-                  w + ".skip_tp output vs product output");
+      check_equal(in.nonlinear ? in.nonlinear->skip.irreps_out : in.skip_tp.descriptor.irreps_out(),
+                  pr.linear.irreps_out, w + ".skip output vs product output");
     L.dim_in = h_irreps.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();
@@ -163,7 +172,8 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
                         (L.density ? L.density_mlp.macs_per_row() : 0.0));
     L.node_flops = L.linear.flops_per_row() + L.product_linear.flops_per_row() +
                    L.linear_up.flops_per_row() + L.skip.flops_per_row() +
-                   contraction_flops(*L.contraction, 1);
+                   L.skip_linear.flops_per_row() + L.linear_res.flops_per_row() +
+                   L.linear_2.flops_per_row() + contraction_flops(*L.contraction, 1);
     if (t > 0) exchange_width = std::max(exchange_width, L.dim_edge);
     layers_.push_back(std::move(L));
   }
@@ -200,6 +210,23 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
       R.act_offsets = off;
       R.linear_2 = NodeLinear<T>(*src.linear_2);
       last = &R.linear_2;
+      if (src.linear_mid) {
+        // Biases are added by the engine; scalar-only rows have the file's layout in ir_mul.
+        for (const model::Linear* lin : {&*src.linear_mid, &*src.linear_2})
+          for (const auto& b : lin->irreps_out)
+            if (b.ir.l() != 0)
+              throw ModelFormatError(w + ": bias readout with non-scalar " + lin->irreps_out.str());
+        check_equal(src.linear_mid->irreps_in, src.linear.irreps_out, w + ".linear_mid input");
+        check_equal(src.linear_mid->irreps_out, src.linear.irreps_out, w + ".linear_mid output");
+        R.has_mid = true;
+        R.linear_mid = NodeLinear<T>(*src.linear_mid);
+        R.bias_mid.assign(src.linear_mid->bias.begin(), src.linear_mid->bias.end());
+        R.bias_2.assign(src.linear_2->bias.begin(), src.linear_2->bias.end());
+        R.bias_mid.resize(src.linear_mid->irreps_out.dim(), T(0));
+        R.bias_2.resize(src.linear_2->irreps_out.dim(), T(0));
+      } else if (!src.linear_2->bias.empty()) {
+        throw ModelFormatError(w + ": linear_2 bias without linear_mid");
+      }
     }
     if (last->irreps_out().dim() < 1 || last->irreps_out()[0].ir.l() != 0)
       throw ModelFormatError(w + ": output " + last->irreps_out().str() +
@@ -218,13 +245,18 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     const LayerPlan<T>& L0 = layers_[0];
     std::vector<T> h0_table(static_cast<std::size_t>(S_) * L0.dim_in);
     embedding.forward(S_, onehot.data(), S_, h0_table.data(), L0.dim_in, false, false);
+    if (m.embedding) plan_embedding(m, options, h0_table.data());
     hu0_table_.resize(static_cast<std::size_t>(S_) * L0.dim_edge);
     L0.linear_up.forward(S_, h0_table.data(), L0.dim_in, hu0_table_.data(), L0.dim_edge, false,
                          false);
     if (L0.sc_on_nodes) {
       sc0_table_.resize(static_cast<std::size_t>(S_) * L0.dim_hidden);
-      L0.skip.forward(S_, sp.data(), h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
-                      false);
+      if (L0.nonlinear)
+        L0.skip_linear.forward(S_, h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
+                               false, false);
+      else
+        L0.skip.forward(S_, sp.data(), h0_table.data(), L0.dim_in, sc0_table_.data(),
+                        L0.dim_hidden, false);
     }
   }
 }

@@ -44,6 +44,9 @@ struct Linear {
   Irreps irreps_in, irreps_out;
   std::vector<Instruction> instructions;
   std::vector<double> weight;  ///< flat; empty when there are no instructions
+  /// [dim(irreps_out)] added to the output (e3nn biases=True: non-zero on scalar outputs
+  /// only), or empty.
+  std::vector<double> bias;
 };
 
 /// e3nn TensorProduct (§4.2). The descriptor is built with the exported couplings
@@ -65,6 +68,13 @@ struct Mlp {
     std::vector<double> weight;  ///< [h_in][h_out]
     std::vector<double> bias;    ///< [h_out] or empty
     double weight_scale = 1.0;
+    /// torch LayerNorm over the layer's h_out outputs (after the bias, before the activation):
+    /// z = (z - mean) / sqrt(var + eps) * weight + bias (biased variance).
+    struct LayerNorm {
+      std::vector<double> weight, bias;  ///< [h_out]
+      double eps = 1e-5;
+    };
+    std::optional<LayerNorm> layer_norm;
     std::optional<Activation> activation;
     double out_scale = 1.0;
   };
@@ -167,6 +177,19 @@ struct MaceInteraction {
   bool skip_on_node_features = false;  ///< true: sc = skip_tp(h_in, o); false: M = skip_tp(M, o)
   double avg_num_neighbors = 1.0;      ///< used when !density_normalization
   std::optional<Mlp> density_mlp;      ///< used when density_normalization
+
+  /// RealAgnosticResidualNonLinearInteractionBlock (FORMAT.md §5, kind residual_nonlinear).
+  /// Then skip_tp, linear and avg_num_neighbors are unused; radial_mlp and density_mlp read
+  /// [e_e | source_embedding(o_sender) | target_embedding(o_centre)], and
+  ///   sc = skip(h); A = linear_2(gate(linear_1(M) / (beta D + alpha) + linear_res(hu))).
+  struct NonLinear {
+    Irreps irreps_nonlin;
+    Linear source_embedding, target_embedding;  ///< S x 0e -> C0 x 0e
+    Linear linear_res, linear_1, linear_2, skip;
+    Gate gate;
+    double alpha = 1.0, beta = 0.0;
+  };
+  std::optional<NonLinear> nonlinear;
 };
 
 struct MaceProduct {
@@ -181,6 +204,28 @@ struct MaceReadout {
   Linear linear;           ///< the linear readout, or linear_1
   std::optional<ScalarActivation> activation;
   std::optional<Linear> linear_2;
+  /// NonLinearBiasReadoutBlock: linear_2(act(linear_mid(act(linear_1(h))))), same activation
+  /// twice; linear_mid and linear_2 carry biases.
+  std::optional<Linear> linear_mid;
+};
+
+/// Per-structure embedding (MACE embedding_specs, FORMAT.md §5): h0 += act(concat_f emb_f) P,
+/// the same row for every atom; the readout's energy is added outside the scale.
+struct MaceEmbedding {
+  struct Feature {
+    std::string name;  ///< the per-structure input, e.g. total_charge, total_spin
+    bool categorical = true;
+    int num_classes = 0;
+    double offset = 0;
+    int dim = 0;               ///< embedding width
+    std::vector<double> table;  ///< categorical: [num_classes][dim]
+    Mlp mlp;                    ///< continuous: 1 -> dim
+  };
+  std::vector<Feature> features;
+  std::vector<double> project;  ///< [sum of dims][C]
+  int dim_out = 0;              ///< C
+  std::optional<Activation> project_activation;
+  std::optional<Linear> readout;  ///< C x 0e -> 1x0e
 };
 
 struct Mace {
@@ -192,6 +237,7 @@ struct Mace {
   std::vector<MaceReadout> readouts;
   std::vector<double> atomic_energies;  ///< [num_species]
   double scale = 1.0, shift = 0.0;
+  std::optional<MaceEmbedding> embedding;
 };
 
 // ---------------------------------------------------------------------------------------------
