@@ -373,8 +373,15 @@ def _mace_edges(model: Mapping[str, Any], t: Tensors, species, vec, recv, send):
             x = p0 + (r - p0) * 0.5 * (1.0 + np.tanh(alpha * (r - m)))
         else:
             raise ValueError(f"unknown distance transform {dt['type']!r}")
-    w = t[rad["bessel_weights"]["tensor"]]
-    basis = rad["prefactor"] * np.sin(w[None, :] * x[:, None]) / x[:, None]
+    kind = rad.get("basis", "bessel")
+    if kind == "bessel":
+        w = t[rad["bessel_weights"]["tensor"]]
+        basis = rad["prefactor"] * np.sin(w[None, :] * x[:, None]) / x[:, None]
+    elif kind == "gaussian":
+        c = t[rad["gaussian_centres"]["tensor"]]
+        basis = np.exp(rad["gaussian_coeff"] * (x[:, None] - c[None, :]) ** 2)
+    else:  # chebyshev T_n(x), n = 1..N, of the raw distance (as mace-torch)
+        basis = np.polynomial.chebyshev.chebvander(x, rad["num_basis"])[:, 1:]
     fc = polynomial_cutoff(r, rad["cutoff"]["r_max"], rad["cutoff"]["p"])
     if rad["apply_cutoff"]:
         return r, Y, basis * fc[:, None], None

@@ -151,22 +151,31 @@ def _check_model(model) -> None:
 def _radial(model, sink: TensorSink, species_z: List[int]) -> Dict[str, Any]:
     rad = model.radial_embedding
     basis = rad.bessel_fn
-    if type(basis).__name__ != "BesselBasis":
-        refuse(basis, "only the Bessel radial basis is supported (GaussianBasis and "
-               "ChebychevBasis are not implemented)")
+    if type(basis).__name__ not in ("BesselBasis", "GaussianBasis", "ChebychevBasis"):
+        refuse(basis, "radial basis; supported: BesselBasis, GaussianBasis, ChebychevBasis")
     cutoff = rad.cutoff_fn
     if type(cutoff).__name__ != "PolynomialCutoff":
         refuse(cutoff, "only the polynomial cutoff is supported")
     out = {
-        "basis": "bessel",
-        "num_basis": int(basis.bessel_weights.numel()),
-        "bessel_weights": sink.add("radial.bessel_weights", basis.bessel_weights),
-        "prefactor": float(basis.prefactor),
-        "r_max": float(basis.r_max),
+        "r_max": float(model.r_max),
         "cutoff": {"type": "polynomial", "p": int(cutoff.p), "r_max": float(cutoff.r_max)},
         "apply_cutoff": bool(getattr(rad, "apply_cutoff", True)),
         "distance_transform": None,
     }
+    if type(basis).__name__ == "BesselBasis":
+        out["basis"] = "bessel"
+        out["num_basis"] = int(basis.bessel_weights.numel())
+        out["bessel_weights"] = sink.add("radial.bessel_weights", basis.bessel_weights)
+        out["prefactor"] = float(basis.prefactor)
+        out["r_max"] = float(basis.r_max)
+    elif type(basis).__name__ == "GaussianBasis":
+        out["basis"] = "gaussian"
+        out["num_basis"] = int(basis.gaussian_weights.numel())
+        out["gaussian_centres"] = sink.add("radial.gaussian_centres", basis.gaussian_weights)
+        out["gaussian_coeff"] = float(basis.coeff)
+    else:
+        out["basis"] = "chebyshev"
+        out["num_basis"] = int(basis.num_basis)
     if hasattr(rad, "distance_transform"):
         dt = rad.distance_transform
         cov = [float(dt.covalent_radii[z]) for z in species_z]

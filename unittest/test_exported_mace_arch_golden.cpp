@@ -5,7 +5,8 @@
 // fixture from potentials/tests/mace_arch_cases.py: an MH-1-style model with
 // RealAgnosticResidualNonLinearInteractionBlock, NonLinearBiasReadoutBlock, narrower edge
 // irreps, the species-agnostic product and two heads; an OMOL-style charged model with an
-// embedding of total charge and spin and its readout). Float64 must equal mace-torch as the
+// embedding of total charge and spin and its readout; one-layer models on mace-torch's
+// Gaussian and Chebyshev radial bases). Float64 must equal mace-torch as the
 // classic models do (test_exported_mace_golden.cpp: energy 1e-12 relative, per-atom energies
 // 1e-12, forces and virial 1e-10), on both last-layer paths; the per-structure inputs come from
 // the golden file's structure_inputs, and a model that needs one refuses to run without it.
@@ -41,7 +42,7 @@ MaceEngineOptions options_from(const nlohmann::json& gj, bool fuse) {
 
 TEST(MaceArchGolden, Float64MatchesMaceTorchOnBothLastLayerPaths) {
   const auto cases = test::golden_cases("mace_arch", "MACE (newer architectures)");
-  EXPECT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases.size(), 4u);  // MH-1-style, OMOL-style charged, Gaussian and Chebyshev bases
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const model::Model m = read_model(c.model_path);

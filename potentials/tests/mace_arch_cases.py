@@ -17,6 +17,8 @@ Which blocks each case combines, and where mace-torch says so (mace-torch 0.3.16
   (``arg_parser.py --embedding_specs`` help text, ``tests/test_embedding_train.py``) and
   ``use_embedding_readout``; H/C/O; ``apply_cutoff=False`` (cutoff on the TP weights and the
   density).
+- ``gaussian_basis``, ``chebyshev_basis``: ``radial_type`` gaussian / chebyshev
+  (``radial.py::GaussianBasis``, ``ChebychevBasis``) on one non-linear layer.
 
 Examples
 --------
@@ -81,6 +83,21 @@ ARCH_CASES: Dict[str, Dict[str, Any]] = {
         use_embedding_readout=True,
     ),
 }
+# mace-torch's other radial bases (arg_parser.py --radial_type gaussian|chebyshev), on the same
+# non-linear blocks, one small layer each.
+for _basis in ("gaussian", "chebyshev"):
+    ARCH_CASES[f"{_basis}_basis"] = dict(
+        interaction_cls=_NONLINEAR,
+        interaction_cls_first=_NONLINEAR,
+        num_interactions=1,
+        hidden_irreps="4x0e+4x1o",
+        max_ell=1,
+        correlation=2,
+        radial_type=_basis,
+        radial_MLP=[8],
+        MLP_irreps="4x0e",
+        readout_cls="NonLinearBiasReadoutBlock",
+    )
 ARCH_HEADS = {"mh1_style": "spice_wB97M"}
 
 

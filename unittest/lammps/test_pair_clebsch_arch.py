@@ -22,8 +22,8 @@ def _arch_models():
     if not index.exists():
         pytest.fail(f"{index} is missing: the exported_models CTest fixture must run first")
     models = [m for m in json.loads(index.read_text())["models"] if m["arch"] == "mace_arch"]
-    if len(models) != 2:
-        pytest.fail(f"models.json lists {len(models)} mace_arch models, expected 2")
+    if len(models) != 4:
+        pytest.fail(f"models.json lists {len(models)} mace_arch models, expected 4")
     return [(m["name"], index.parent / m["file"], index.parent / m["golden"]) for m in models]
 
 

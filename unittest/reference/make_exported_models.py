@@ -146,7 +146,12 @@ MACE_CASES = {
 #: apart from the classic MACE models, while not every engine supports them (the CUDA engine
 #: does not yet); ``test_exported_mace_arch_golden.cpp`` reads them. Their golden files carry
 #: ``structure_inputs`` (total charge and spin) when the model has an embedding.
-MACE_ARCH_CASES = {"mace_arch_mh1_style": "mh1_style", "mace_arch_omol_charged": "omol_charged"}
+MACE_ARCH_CASES = {
+    "mace_arch_mh1_style": "mh1_style",
+    "mace_arch_omol_charged": "omol_charged",
+    "mace_arch_gaussian_basis": "gaussian_basis",
+    "mace_arch_chebyshev_basis": "chebyshev_basis",
+}
 
 _ZBL = {
     "_target_": "nequip.nn.pair_potential.ZBL",
