@@ -415,6 +415,7 @@ def evaluate_mace(
 ) -> Dict[str, np.ndarray]:
     """Per-atom and total energy of a MACE file (see :func:`evaluate`)."""
     from . import numpy_reference_arch as arch
+
     mace = model["mace"]
     positions = np.asarray(positions, dtype=float)
     species = np.asarray(species, dtype=np.int64)

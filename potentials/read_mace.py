@@ -48,7 +48,13 @@ from .read_mace_arch import (
 
 SUPPORTED_MODELS = ("MACE", "ScaleShiftMACE")
 SUPPORTED_READOUTS = ("LinearReadoutBlock", "NonLinearReadoutBlock", *BIAS_READOUTS)
-SUPPORTED_RADIAL = ("BesselBasis", "PolynomialCutoff", "AgnesiTransform", "SoftTransform", "ZBLBasis")
+SUPPORTED_RADIAL = (
+    "BesselBasis",
+    "PolynomialCutoff",
+    "AgnesiTransform",
+    "SoftTransform",
+    "ZBLBasis",
+)
 SUPPORTED_OTHER = ("GenericJointEmbedding", "GatedEquivariantBlock", "RadialMLP")
 SUPPORTED_INTERACTIONS = {
     "RealAgnosticInteractionBlock": (False, False),

@@ -56,8 +56,8 @@ TEST(MaceArchGolden, Float64MatchesMaceTorchOnBothLastLayerPaths) {
       for (const GoldenStructure& s : structures) {
         SCOPED_TRACE(s.name + (fuse ? " fused" : " recomputing"));
         const GoldenErrors e = test::compare_to_golden(engine, s);
-        std::cout << "  [fp64" << (fuse ? "" : ", recomputing") << "] " << c.name << "/"
-                  << s.name << ": |dE|/|E| " << e.energy_rel << ", max|de_i| " << e.node_energy
+        std::cout << "  [fp64" << (fuse ? "" : ", recomputing") << "] " << c.name << "/" << s.name
+                  << ": |dE|/|E| " << e.energy_rel << ", max|de_i| " << e.node_energy
                   << " eV, max|dF| " << e.force << " eV/A, max|dW| " << e.virial << " eV\n";
         EXPECT_LE(e.energy_rel, 1e-12);
         EXPECT_LE(e.node_energy, 1e-12 * std::max(1.0, max_abs(s.node_energy)));

@@ -452,14 +452,17 @@ std::unique_ptr<CudaEngine> make_mace_cuda_engine(const model::Model& model, Pre
                   " (mace.interactions[" + std::to_string(t) + "]) yet; use device cpu");
   for (const auto& r : model.mace->readouts)
     if (r.linear_mid)
-      throw Error("the CUDA MACE engine does not support NonLinearBiasReadoutBlock yet; use "
-                  "device cpu");
+      throw Error(
+          "the CUDA MACE engine does not support NonLinearBiasReadoutBlock yet; use "
+          "device cpu");
   if (model.mace->radial.basis != model::MaceRadial::Basis::kBessel)
-    throw Error("the CUDA MACE engine supports the Bessel radial basis only (this model has "
-                "mace-torch's Gaussian or Chebyshev basis); use device cpu");
+    throw Error(
+        "the CUDA MACE engine supports the Bessel radial basis only (this model has "
+        "mace-torch's Gaussian or Chebyshev basis); use device cpu");
   if (model.mace->embedding)
-    throw Error("the CUDA MACE engine does not support per-structure embeddings (mace "
-                "embedding_specs) yet; use device cpu");
+    throw Error(
+        "the CUDA MACE engine does not support per-structure embeddings (mace "
+        "embedding_specs) yet; use device cpu");
   return make_engine_for_precision<mace_cuda_detail::MaceCuda>(model, precision, options,
                                                                "make_mace_cuda_engine");
 }

@@ -114,7 +114,8 @@ void MaceImpl<T, G>::plan_embedding(const model::Mace& m, const MaceEngineOption
     NodeLinear<T> ro(*E.readout);
     std::vector<T> y(static_cast<std::size_t>(S_) * ro.dim_out());
     ro.forward(S_, h0_table, C, y.data(), ro.dim_out(), false, false);
-    for (int s = 0; s < S_; ++s) e0_[s] += static_cast<double>(y[static_cast<std::size_t>(s) * ro.dim_out()]);
+    for (int s = 0; s < S_; ++s)
+      e0_[s] += static_cast<double>(y[static_cast<std::size_t>(s) * ro.dim_out()]);
   }
 }
 
@@ -208,15 +209,14 @@ void MaceImpl<T, G>::node_backward_nonlinear(int t, std::size_t r0, std::size_t 
   Lp.linear.backward(n, gx.data(), dn, gMraw, Lp.dim_mid, false, false);
 }
 
-#define CLEBSCH_INSTANTIATE(T, G)                                                             \
-  template void MaceImpl<T, G>::plan_nonlinear(const model::MaceInteraction&, const Irreps&,  \
-                                               const std::string&, LayerPlan<T>&) const;      \
-  template void MaceImpl<T, G>::plan_embedding(const model::Mace&, const MaceEngineOptions&,  \
-                                               T*);                                           \
-  template const T* MaceImpl<T, G>::mlp_input(const LayerPlan<T>&, const int*, std::size_t,   \
-                                              std::size_t, T*) const;                         \
-  template void MaceImpl<T, G>::node_forward_nonlinear(int, std::size_t, std::size_t,         \
-                                                       const T*, NodeWork&);                  \
+#define CLEBSCH_INSTANTIATE(T, G)                                                                 \
+  template void MaceImpl<T, G>::plan_nonlinear(const model::MaceInteraction&, const Irreps&,      \
+                                               const std::string&, LayerPlan<T>&) const;          \
+  template void MaceImpl<T, G>::plan_embedding(const model::Mace&, const MaceEngineOptions&, T*); \
+  template const T* MaceImpl<T, G>::mlp_input(const LayerPlan<T>&, const int*, std::size_t,       \
+                                              std::size_t, T*) const;                             \
+  template void MaceImpl<T, G>::node_forward_nonlinear(int, std::size_t, std::size_t, const T*,   \
+                                                       NodeWork&);                                \
   template void MaceImpl<T, G>::node_backward_nonlinear(int, std::size_t, std::size_t, T*, T*);
 CLEBSCH_MACE_PRECISIONS(CLEBSCH_INSTANTIATE)
 #undef CLEBSCH_INSTANTIATE

@@ -95,60 +95,61 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     if (in.nonlinear) {
       plan_nonlinear(in, h_irreps, w, L);
     } else {
-    check_equal(in.linear_up.irreps_in, h_irreps, w + ".linear_up input vs node features");
-    L.linear_up = NodeLinear<T>(in.linear_up);
-    L.conv = ConvTp<T>(in.conv_tp, w + ".conv_tp");
-    check_equal(in.conv_tp.descriptor.irreps_in1(), in.linear_up.irreps_out,
-                w + ".conv_tp input vs linear_up output");
-    if (L.conv.dim_in2() > nsh_)
-      throw ModelFormatError(w + ".conv_tp: edge attributes " +
-                             in.conv_tp.descriptor.irreps_in2().str() + " exceed lmax " +
-                             std::to_string(lmax_));
-    L.radial_mlp = Mlp<T>(in.radial_mlp, w + ".radial_mlp");
-    if (L.radial_mlp.dim_in() != radial_.num_basis() ||
-        L.radial_mlp.dim_out() != L.conv.weight_numel())
-      throw ModelFormatError(w + ".radial_mlp maps " + std::to_string(L.radial_mlp.dim_in()) +
-                             " -> " + std::to_string(L.radial_mlp.dim_out()) + ", expected " +
-                             std::to_string(radial_.num_basis()) + " -> " +
-                             std::to_string(L.conv.weight_numel()));
-    check_equal(in.linear.irreps_in, in.conv_tp.descriptor.irreps_out(),
-                w + ".linear input vs conv_tp output");
-    L.linear = NodeLinear<T>(in.linear);
-    L.density = in.density_normalization;
-    if (L.density) {
-      if (!in.density_mlp) throw ModelFormatError(w + ": density normalisation without an MLP");
-      L.density_mlp = Mlp<T>(*in.density_mlp, w + ".density_mlp");
-      if (L.density_mlp.dim_in() != radial_.num_basis() || L.density_mlp.dim_out() != 1)
-        throw ModelFormatError(w + ".density_mlp maps " + std::to_string(L.density_mlp.dim_in()) +
-                               " -> " + std::to_string(L.density_mlp.dim_out()) + ", expected " +
-                               std::to_string(radial_.num_basis()) + " -> 1");
-    } else {
-      if (!(std::isfinite(in.avg_num_neighbors) && in.avg_num_neighbors > 0))
-        throw ModelFormatError(w + ": avg_num_neighbors " + fmt(in.avg_num_neighbors) +
-                               " is not positive");
-      L.inv_avg = static_cast<T>(1.0 / in.avg_num_neighbors);
-    }
-    L.skip = SpeciesLinear<T>(in.skip_tp, S_, w + ".skip_tp");
-    L.sc_on_nodes = in.skip_on_node_features;
-    const Irreps& A_irreps = in.linear.irreps_out;
-    if (L.sc_on_nodes) {
-      check_equal(in.skip_tp.descriptor.irreps_in1(), h_irreps, w + ".skip_tp input");
-      if (!pr.add_skip)
-        throw ModelFormatError("mace.products[" + std::to_string(t) +
-                               "]: residual interaction but add_skip is false");
-    } else {
-      check_equal(in.skip_tp.descriptor.irreps_in1(), A_irreps, w + ".skip_tp input");
-      check_equal(in.skip_tp.descriptor.irreps_out(), A_irreps, w + ".skip_tp output");
-      if (pr.add_skip)
-        throw ModelFormatError("mace.products[" + std::to_string(t) +
-                               "]: add_skip without a residual interaction");
-    }
+      check_equal(in.linear_up.irreps_in, h_irreps, w + ".linear_up input vs node features");
+      L.linear_up = NodeLinear<T>(in.linear_up);
+      L.conv = ConvTp<T>(in.conv_tp, w + ".conv_tp");
+      check_equal(in.conv_tp.descriptor.irreps_in1(), in.linear_up.irreps_out,
+                  w + ".conv_tp input vs linear_up output");
+      if (L.conv.dim_in2() > nsh_)
+        throw ModelFormatError(w + ".conv_tp: edge attributes " +
+                               in.conv_tp.descriptor.irreps_in2().str() + " exceed lmax " +
+                               std::to_string(lmax_));
+      L.radial_mlp = Mlp<T>(in.radial_mlp, w + ".radial_mlp");
+      if (L.radial_mlp.dim_in() != radial_.num_basis() ||
+          L.radial_mlp.dim_out() != L.conv.weight_numel())
+        throw ModelFormatError(w + ".radial_mlp maps " + std::to_string(L.radial_mlp.dim_in()) +
+                               " -> " + std::to_string(L.radial_mlp.dim_out()) + ", expected " +
+                               std::to_string(radial_.num_basis()) + " -> " +
+                               std::to_string(L.conv.weight_numel()));
+      check_equal(in.linear.irreps_in, in.conv_tp.descriptor.irreps_out(),
+                  w + ".linear input vs conv_tp output");
+      L.linear = NodeLinear<T>(in.linear);
+      L.density = in.density_normalization;
+      if (L.density) {
+        if (!in.density_mlp) throw ModelFormatError(w + ": density normalisation without an MLP");
+        L.density_mlp = Mlp<T>(*in.density_mlp, w + ".density_mlp");
+        if (L.density_mlp.dim_in() != radial_.num_basis() || L.density_mlp.dim_out() != 1)
+          throw ModelFormatError(w + ".density_mlp maps " + std::to_string(L.density_mlp.dim_in()) +
+                                 " -> " + std::to_string(L.density_mlp.dim_out()) + ", expected " +
+                                 std::to_string(radial_.num_basis()) + " -> 1");
+      } else {
+        if (!(std::isfinite(in.avg_num_neighbors) && in.avg_num_neighbors > 0))
+          throw ModelFormatError(w + ": avg_num_neighbors " + fmt(in.avg_num_neighbors) +
+                                 " is not positive");
+        L.inv_avg = static_cast<T>(1.0 / in.avg_num_neighbors);
+      }
+      L.skip = SpeciesLinear<T>(in.skip_tp, S_, w + ".skip_tp");
+      L.sc_on_nodes = in.skip_on_node_features;
+      const Irreps& A_irreps = in.linear.irreps_out;
+      if (L.sc_on_nodes) {
+        check_equal(in.skip_tp.descriptor.irreps_in1(), h_irreps, w + ".skip_tp input");
+        if (!pr.add_skip)
+          throw ModelFormatError("mace.products[" + std::to_string(t) +
+                                 "]: residual interaction but add_skip is false");
+      } else {
+        check_equal(in.skip_tp.descriptor.irreps_in1(), A_irreps, w + ".skip_tp input");
+        check_equal(in.skip_tp.descriptor.irreps_out(), A_irreps, w + ".skip_tp output");
+        if (pr.add_skip)
+          throw ModelFormatError("mace.products[" + std::to_string(t) +
+                                 "]: add_skip without a residual interaction");
+      }
       L.mlp_in = radial_.num_basis();
     }
     if (L.sc_on_nodes && !pr.add_skip)
       throw ModelFormatError("mace.products[" + std::to_string(t) +
                              "]: residual interaction but add_skip is false");
-    const Irreps& A_irreps = in.nonlinear ? in.nonlinear->linear_2.irreps_out : in.linear.irreps_out;
+    const Irreps& A_irreps =
+        in.nonlinear ? in.nonlinear->linear_2.irreps_out : in.linear.irreps_out;
     const std::string pw = "mace.products[" + std::to_string(t) + "]";
     L.contraction = make_contraction(pr.contraction, S_, pw + ".contraction");
     check_equal(L.contraction->irreps_in(), A_irreps, pw + ".contraction input");
@@ -255,8 +256,8 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
         L0.skip_linear.forward(S_, h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
                                false, false);
       else
-        L0.skip.forward(S_, sp.data(), h0_table.data(), L0.dim_in, sc0_table_.data(),
-                        L0.dim_hidden, false);
+        L0.skip.forward(S_, sp.data(), h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
+                        false);
     }
   }
 }

@@ -223,7 +223,7 @@ struct MaceEmbedding {
     bool categorical = true;
     int num_classes = 0;
     double offset = 0;
-    int dim = 0;               ///< embedding width
+    int dim = 0;                ///< embedding width
     std::vector<double> table;  ///< categorical: [num_classes][dim]
     Mlp mlp;                    ///< continuous: 1 -> dim
   };

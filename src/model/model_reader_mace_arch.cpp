@@ -28,8 +28,8 @@ model::MaceInteraction::NonLinear parse_nonlinear_interaction(const Node& n,
                 "the one-hot species, num_species x 0e,");
   expect_irreps(tgt.at("irreps_in"), N.target_embedding.irreps_in, scalars(S),
                 "the one-hot species, num_species x 0e,");
-  expect_layout(tgt.at("irreps_out"), N.target_embedding.irreps_out,
-                N.source_embedding.irreps_out, p + ".source_embedding.irreps_out");
+  expect_layout(tgt.at("irreps_out"), N.target_embedding.irreps_out, N.source_embedding.irreps_out,
+                p + ".source_embedding.irreps_out");
   const int width = num_basis + 2 * static_cast<int>(irreps_dim(N.source_embedding.irreps_out));
 
   const Node up = n.at("linear_up");

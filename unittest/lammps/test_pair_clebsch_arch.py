@@ -44,7 +44,7 @@ def test_structure_inputs_from_variables():
 
 
 def test_missing_charge_is_an_error_naming_the_keyword():
-    for name, path, golden in _arch_models():
+    for _name, path, golden in _arch_models():
         if not _pair_args(golden):
             continue
         s = golden_structures(golden)[0]
