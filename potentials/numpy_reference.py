@@ -179,6 +179,12 @@ def _act(desc: Optional[Mapping[str, Any]], x: np.ndarray) -> np.ndarray:
         y = np.abs(x)
     elif name == "ssp":
         y = np.logaddexp(0.0, x) - np.log(2.0)
+    elif name == "gelu":
+        from math import erf, sqrt
+
+        y = 0.5 * x * (1.0 + np.vectorize(erf)(x / sqrt(2.0)))
+    elif name == "mish":
+        y = x * np.tanh(np.logaddexp(0.0, x))
     else:
         raise ValueError(f"unknown activation {name!r}")
     return desc["cst"] * y

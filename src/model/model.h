@@ -24,8 +24,8 @@ namespace clebsch::model {
 /// `cst * phi(x)` (FORMAT.md §3.5). Absent (std::nullopt where optional) means identity.
 struct Activation {
   /// phi, one per name of FORMAT.md §3.5.
-  enum class Kind { kSilu, kTanh, kSigmoid, kAbs, kSsp };
-  std::string name;  ///< silu, tanh, sigmoid, abs, ssp (the file's spelling of kind)
+  enum class Kind { kSilu, kTanh, kSigmoid, kAbs, kSsp, kGelu, kMish };
+  std::string name;  ///< silu, tanh, sigmoid, abs, ssp, gelu, mish (the file's spelling)
   Kind kind = Kind::kSilu;
   double cst = 1.0;  ///< finite
 };

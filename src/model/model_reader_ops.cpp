@@ -54,6 +54,8 @@ int parity(model::Activation::Kind kind) {
     case model::Activation::Kind::kSilu:
     case model::Activation::Kind::kSigmoid:
     case model::Activation::Kind::kSsp:
+    case model::Activation::Kind::kGelu:
+    case model::Activation::Kind::kMish:
       return 0;
   }
   return 0;
@@ -148,12 +150,14 @@ void check_coupling(const Node& cg_node, const std::vector<double>& P, int l1, i
 std::optional<model::Activation> parse_activation(const Node& node) {
   if (node.is_null()) return std::nullopt;
   model::Activation a;
-  a.name = node.at("name").one_of({"silu", "tanh", "sigmoid", "abs", "ssp"});
+  a.name = node.at("name").one_of({"silu", "tanh", "sigmoid", "abs", "ssp", "gelu", "mish"});
   using K = model::Activation::Kind;
   a.kind = a.name == "silu"      ? K::kSilu
            : a.name == "tanh"    ? K::kTanh
            : a.name == "sigmoid" ? K::kSigmoid
            : a.name == "abs"     ? K::kAbs
+           : a.name == "gelu"    ? K::kGelu
+           : a.name == "mish"    ? K::kMish
                                  : K::kSsp;
   a.cst = node.at("cst").number();
   return a;
