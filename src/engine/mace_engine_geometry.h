@@ -83,7 +83,9 @@ class Radial {
     G t0 = G(1), t1 = x, u0 = G(1), u1 = G(2) * x;  // T_0, T_1, U_0, U_1
     for (int n = 1; n <= nb_; ++n) {
       feats[n - 1] = t1;
-      if (dfeats) dfeats[n - 1] = G(n) * u0;
+      // mace-torch's forces treat T_n as constant (torch.special.chebyshev_polynomial_t has no
+      // derivative); the engine does the same so that its forces are mace-torch's (FORMAT.md §5).
+      if (dfeats) dfeats[n - 1] = G(0) * G(n) * u0;
       const G t2 = G(2) * x * t1 - t0, u2 = G(2) * x * u1 - u0;
       t0 = t1;
       t1 = t2;

@@ -68,16 +68,12 @@ struct ScaledAct {
       case model::Activation::Kind::kSsp:
         s.kind = ActKind::kSsp;
         break;
-      case model::Activation::Kind::kGelu:
-        s.kind = ActKind::kGelu;
-        break;
-      case model::Activation::Kind::kMish:
-        s.kind = ActKind::kMish;
-        break;
+      // gelu and mish (NequIP readouts) are exported and evaluated by the NumPy reference, but
+      // the engine's forces for them disagreed with nequip's in testing: refused until fixed.
       default:
         throw Error("NequipEngine: " + where + " has activation \"" + a->name + "\" (kind " +
                     std::to_string(static_cast<int>(a->kind)) +
-                    "); supported: silu, tanh, sigmoid, abs, ssp, gelu, mish");
+                    "); supported: silu, tanh, sigmoid, abs, ssp (gelu and mish: not yet)");
     }
     if (!std::isfinite(a->cst))
       throw Error("NequipEngine: " + where + " activation " + a->name + " has cst " +

@@ -212,20 +212,6 @@ NEQUIP_CASES = {
             per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
         ),
     ),
-    # readout MLP with mish (nequip_models.py readout_mlp_nonlinearity: silu, mish or gelu;
-    # gelu is checked in potentials/tests/test_nequip.py). "host_only": the GPU refuses it.
-    "nequip_readout_mish": (
-        ["readout_mish", "host_only"],
-        dict(
-            l_max=1,
-            num_layers=1,
-            num_features=3,
-            readout_mlp_hidden_layers_depth=1,
-            readout_mlp_hidden_layers_width=5,
-            readout_mlp_nonlinearity="mish",
-            avg_num_neighbors=9.0,
-        ),
-    ),
 }
 
 #: The checked-in mutation-test seeds (unittest/potentials/): as much structure as possible in
