@@ -3,7 +3,9 @@
 
 One model, one structure, one run, one GPU:
 
-- the model: ``mace-mp-0-medium`` of ``bench_mace_cpu.py`` (ScaleShiftMACE, hidden
+- the model (``--problem``): ``mace-mh-1`` (an MH-1-sized model, see ``PROBLEMS`` below; the
+  CUDA engine refuses its blocks by name until it supports them), or ``mace-mp-0-medium`` of
+  ``bench_mace_cpu.py`` (ScaleShiftMACE, hidden
   ``128x0e+128x1o``, max_ell 3, correlation 3, 2 layers, r_max 6 A, 10 Bessel functions, radial
   MLP [64, 64, 64]) with MACE-MP-0's 89 species (``--elements``; 4.69 M parameters); random
   weights, seed 0, built with the real mace-torch constructors through
@@ -55,7 +57,49 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 
-from bench_mace_cpu import COMMON, PROBLEMS, build_structure, write_structure  # noqa: E402
+from bench_mace_cpu import COMMON, build_structure, write_structure  # noqa: E402
+from bench_mace_cpu import PROBLEMS as CPU_PROBLEMS  # noqa: E402
+
+#: The problems of bench_mace_cpu.py plus an MH-1-sized model: the architecture mace-torch
+#: 0.3.16 builds its MACE-MH family from (tests/test_polar_models.py::_build_full_model, the
+#: MH-based PolarMACE: RealAgnosticResidualNonLinearInteractionBlock first and after, 3
+#: interactions, hidden 512x0e+512x1o+512x2e, edge irreps 128x0e+128x1o+128x2e, max_ell 3,
+#: correlation 3, r_max 6, 8 Bessel functions, cutoff p 6, radial MLP [64, 64, 64]) with the
+#: NonLinearBiasReadoutBlock and species-agnostic product that extract_config_mace_model reads
+#: from those models (potentials/tests/mace_arch_cases.py has the scaled-down twin). One head.
+PROBLEMS = dict(
+    CPU_PROBLEMS,
+    **{
+        "mace-mh-1": dict(
+            interaction_cls="RealAgnosticResidualNonLinearInteractionBlock",
+            interaction_cls_first="RealAgnosticResidualNonLinearInteractionBlock",
+            num_interactions=3,
+            hidden_irreps="512x0e+512x1o+512x2e",
+            edge_irreps="128x0e+128x1o+128x2e",
+            max_ell=3,
+            correlation=3,
+            r_max=6.0,
+            num_bessel=8,
+            num_polynomial_cutoff=6,
+            radial_MLP=[64, 64, 64],
+            readout_cls="NonLinearBiasReadoutBlock",
+            use_agnostic_product=True,
+        )
+    },
+)
+
+
+def _constructor_args(kw: Dict[str, Any]) -> Dict[str, Any]:
+    """Class names and irreps strings of PROBLEMS turned into what MACE's constructor takes."""
+    from e3nn import o3
+    from mace import modules
+
+    kw = dict(kw)
+    if isinstance(kw.get("readout_cls"), str):
+        kw["readout_cls"] = getattr(modules, kw["readout_cls"])
+    if isinstance(kw.get("edge_irreps"), str):
+        kw["edge_irreps"] = o3.Irreps(kw["edge_irreps"])
+    return kw
 
 
 def write_structure_species(path: pathlib.Path, species) -> None:
@@ -211,7 +255,7 @@ def main() -> int:
         info["commit"] = None
 
     t0 = time.time()
-    kw = dict(COMMON, **PROBLEMS[args.problem])
+    kw = _constructor_args(dict(COMMON, **PROBLEMS[args.problem]))
     kw["atomic_numbers"] = sorted(set(range(1, args.elements + 1)) | {29})
     model = build_mace(seed=0, dtype=torch.float64, **kw)
     info["parameters"] = sum(p.numel() for p in model.parameters())

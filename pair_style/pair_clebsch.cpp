@@ -9,10 +9,12 @@
 #include "comm.h"
 #include "error.h"
 #include "force.h"
+#include "input.h"
 #include "memory.h"
 #include "neigh_list.h"
 #include "neighbor.h"
 #include "update.h"
+#include "variable.h"
 
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/host_engine.h"
@@ -114,6 +116,7 @@ void PairClebsch::settings(int narg, char **arg)
     defaults_taken_ = true;
   }
   Keywords k = defaults_;
+  std::vector<std::pair<std::string, std::string>> inputs;  // charge/spin: none by default too
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];
@@ -143,10 +146,14 @@ void PairClebsch::settings(int narg, char **arg)
                    "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "
                    "neighbor pairs per batch, got {}",
                    value);
+    } else if (key == "charge" || key == "spin") {
+      // total_charge / total_spin of models with per-structure embeddings (mace-torch's
+      // multiplicity convention: spin 1 = singlet).
+      inputs.emplace_back(key == "charge" ? "total_charge" : "total_spin", value);
     } else {
       error->all(FLERR,
                  "Pair style clebsch: unknown keyword {} (expected precision, device, "
-                 "deterministic or edge_batch)",
+                 "deterministic, edge_batch, charge or spin)",
                  key);
     }
     iarg += 2;
@@ -155,9 +162,11 @@ void PairClebsch::settings(int narg, char **arg)
   device_name_ = k.device;
   edge_batch_ = k.edge_batch;
   deterministic_ = k.deterministic;
+  const bool inputs_changed = inputs != structure_inputs_;
+  structure_inputs_ = std::move(inputs);
   // A re-issued pair_style keeps the pair_coeff of the previous one (LAMMPS does not ask for it
   // again), so the loaded model gets an engine of the new keywords now.
-  if (engine_ && !(k == before)) {
+  if (engine_ && (!(k == before) || inputs_changed)) {
     build_engine();
     if (comm->me == 0)
       utils::logmesg(lmp, "Clebsch: engine rebuilt for {} (precision {}, device {})\n", model_path_,
@@ -177,7 +186,7 @@ void PairClebsch::build_engine(const clebsch::model::Model *given)
       engine_ =
           clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(), edge_batch_);
     else
-      engine_ = clebsch::make_host_engine(model, precision);
+      engine_ = clebsch::make_host_engine(model, precision, structure_values());
   } catch (std::exception &e) {
     error->all(FLERR, "Pair style clebsch: cannot build the engine: {}", e.what());
   }
@@ -187,6 +196,25 @@ void PairClebsch::build_engine(const clebsch::model::Model *given)
 /* ----------------------------------------------------------------------
    pair_coeff * * model.safetensors El1 El2 ... (one element name per atom type)
 ------------------------------------------------------------------------- */
+
+std::vector<std::pair<std::string, double>> PairClebsch::structure_values()
+{
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto &[name, text] : structure_inputs_) {
+    double v = 0;
+    if (utils::strmatch(text, "^v_")) {
+      const int ivar = input->variable->find(text.substr(2).c_str());
+      if (ivar < 0 || !input->variable->equalstyle(ivar))
+        error->all(FLERR, "Pair style clebsch: {} needs an equal-style variable, {} is not one",
+                   name, text);
+      v = input->variable->compute_equal(ivar);
+    } else {
+      v = utils::numeric(FLERR, text, false, lmp);
+    }
+    out.emplace_back(name, v);
+  }
+  return out;
+}
 
 void PairClebsch::coeff(int narg, char **arg)
 {

@@ -24,6 +24,7 @@ PairStyle(clebsch,PairClebsch);
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace clebsch {
@@ -59,6 +60,8 @@ class PairClebsch : public Pair {
   template <typename T> void exchange_reverse(T *rows, int width);
 
  protected:
+  /// structure_inputs_ with the variables evaluated (error->all on a bad one).
+  std::vector<std::pair<std::string, double>> structure_values();
   void allocate();
   /// The GPU `device gpu` runs on: -1 lets each MPI rank take its node-local rank's GPU; the
   /// Kokkos style names the device Kokkos itself runs on.
@@ -89,8 +92,11 @@ class PairClebsch : public Pair {
 
   std::string precision_name_;
   std::string device_name_;
-  long long edge_batch_ = 0;
-  bool deterministic_ = false;
+  long long edge_batch_ = 0;      // device gpu: neighbor pairs per batch (0: automatic)
+  bool deterministic_ = false;    // device gpu: fixed-order accumulation (doc default no)
+  // Per-structure model inputs (MACE embedding_specs), keyword -> value or v_name (an
+  // equal-style variable, evaluated when pair_coeff builds the engine).
+  std::vector<std::pair<std::string, std::string>> structure_inputs_;
   std::unique_ptr<clebsch::Engine> engine_;
   std::string model_path_;              // the model pair_coeff loaded
   std::vector<int> type_to_species_;    // [ntypes+1], -1 for unmapped (NULL)

@@ -52,6 +52,7 @@ def _check_against_golden(model_path, golden_path, verbose: bool = True) -> floa
             g[f"{n}.cell"],
             [bool(p) for p in g[f"{n}.pbc"]],
             edges=edges,
+            structure_inputs=golden_json.get("structure_inputs"),
         )
         de = float(np.abs(out["node_energy"] - g[f"{n}.node_energy"]).max())
         worst = max(worst, de)
@@ -64,7 +65,43 @@ def _check_against_golden(model_path, golden_path, verbose: bool = True) -> floa
     return worst
 
 
+def model_package(path) -> Optional[str]:
+    """Which package pickled a model file: ``"mace"``, ``"nequip"`` or None (unknown).
+
+    Reads the pickle stream inside the torch zip archive (``*/data.pkl``, or the packaged
+    ``.pkl`` files of a ``.nequip.zip``) for the module names it references; nothing is
+    unpickled.
+
+    Examples
+    --------
+    >>> model_package("/nonexistent") is None
+    True
+    """
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            blob = b"".join(z.read(n)[: 1 << 22] for n in z.namelist() if n.endswith(".pkl"))
+    except (OSError, zipfile.BadZipFile):
+        return None
+    has_mace, has_nequip = b"mace.modules" in blob, b"nequip." in blob
+    if has_mace != has_nequip:
+        return "mace" if has_mace else "nequip"
+    return None
+
+
+def _check_exporter(arch: str, path) -> None:
+    """Refuse a model of the other package with the command that exports it."""
+    other = {"mace": "nequip", "nequip": "mace"}[arch]
+    if model_package(path) == other:
+        raise ValueError(
+            f"{path} is a {other} model; export it with 'export-{other}' "
+            f"(in ~/.cache/clebsch/venv-{other}), not 'export-{arch}'"
+        )
+
+
 def _export(arch: str, args) -> int:
+    _check_exporter(arch, args.model)
     if arch == "mace":
         from . import read_mace as reader
 
@@ -166,7 +203,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:
+        # Unpickling a model of the other package, whose modules this venv does not have.
+        hint = _wrong_exporter_hint(args, err)
+        if hint is None:
+            raise
+        print(f"error: {hint}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _wrong_exporter_hint(args, err: ModuleNotFoundError) -> Optional[str]:
+    """The right command for a model of the other package, from the module that is missing."""
+    root = (err.name or "").split(".")[0]
+    right = {"mace": "export-mace", "nequip": "export-nequip"}.get(root)
+    if right is None or right == args.command:
+        return None
+    venv = {"export-mace": "venv-mace", "export-nequip": "venv-nequip"}[right]
+    return (
+        f"{args.model} is a {root} model (it needs the {root!r} package to load); export it with "
+        f"'{right}' (in ~/.cache/clebsch/{venv}), not '{args.command}'"
+    )
 
 
 if __name__ == "__main__":

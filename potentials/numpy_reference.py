@@ -179,6 +179,12 @@ def _act(desc: Optional[Mapping[str, Any]], x: np.ndarray) -> np.ndarray:
         y = np.abs(x)
     elif name == "ssp":
         y = np.logaddexp(0.0, x) - np.log(2.0)
+    elif name == "gelu":
+        from math import erf, sqrt
+
+        y = 0.5 * x * (1.0 + np.vectorize(erf)(x / sqrt(2.0)))
+    elif name == "mish":
+        y = x * np.tanh(np.logaddexp(0.0, x))
     else:
         raise ValueError(f"unknown activation {name!r}")
     return desc["cst"] * y
@@ -197,7 +203,7 @@ def linear(desc: Mapping[str, Any], x: np.ndarray, t: Tensors) -> np.ndarray:
     n = x.shape[0]
     y = np.zeros((n, off_out[-1]))
     if desc["weight"] is None:
-        return y
+        return y if desc.get("bias") is None else y + t[desc["bias"]["tensor"]]
     w = t[desc["weight"]["tensor"]]
     for ins in desc["instructions"]:
         mi, mo = ins["path_shape"]
@@ -207,6 +213,8 @@ def linear(desc: Mapping[str, Any], x: np.ndarray, t: Tensors) -> np.ndarray:
         W = w[ins["weight_offset"] : ins["weight_offset"] + mi * mo].reshape(mi, mo)
         o = off_out[ins["i_out"]]
         y[:, o : o + mo * d] += ins["path_weight"] * np.einsum("uw,nui->nwi", W, a).reshape(n, -1)
+    if desc.get("bias") is not None:
+        y = y + t[desc["bias"]["tensor"]]
     return y
 
 
@@ -265,6 +273,12 @@ def mlp(desc: Mapping[str, Any], x: np.ndarray, t: Tensors) -> np.ndarray:
         x = (x @ W) * layer["weight_scale"]
         if layer.get("bias") is not None:
             x = x + t[layer["bias"]["tensor"]]
+        ln = layer.get("layer_norm")
+        if ln is not None:
+            mu = x.mean(axis=1, keepdims=True)
+            var = ((x - mu) ** 2).mean(axis=1, keepdims=True)
+            x = (x - mu) / np.sqrt(var + ln["eps"]) * t[ln["weight"]["tensor"]]
+            x = x + t[ln["bias"]["tensor"]]
         if layer["activation"] is not None:
             x = _act(layer["activation"], x) * layer["out_scale"]
     return x
@@ -365,8 +379,15 @@ def _mace_edges(model: Mapping[str, Any], t: Tensors, species, vec, recv, send):
             x = p0 + (r - p0) * 0.5 * (1.0 + np.tanh(alpha * (r - m)))
         else:
             raise ValueError(f"unknown distance transform {dt['type']!r}")
-    w = t[rad["bessel_weights"]["tensor"]]
-    basis = rad["prefactor"] * np.sin(w[None, :] * x[:, None]) / x[:, None]
+    kind = rad.get("basis", "bessel")
+    if kind == "bessel":
+        w = t[rad["bessel_weights"]["tensor"]]
+        basis = rad["prefactor"] * np.sin(w[None, :] * x[:, None]) / x[:, None]
+    elif kind == "gaussian":
+        c = t[rad["gaussian_centres"]["tensor"]]
+        basis = np.exp(rad["gaussian_coeff"] * (x[:, None] - c[None, :]) ** 2)
+    else:  # chebyshev T_n(x), n = 1..N, of the raw distance (as mace-torch)
+        basis = np.polynomial.chebyshev.chebvander(x, rad["num_basis"])[:, 1:]
     fc = polynomial_cutoff(r, rad["cutoff"]["r_max"], rad["cutoff"]["p"])
     if rad["apply_cutoff"]:
         return r, Y, basis * fc[:, None], None
@@ -396,8 +417,11 @@ def evaluate_mace(
     pbc=(False, False, False),
     edges=None,
     intermediates: bool = False,
+    structure_inputs: Optional[Mapping[str, float]] = None,
 ) -> Dict[str, np.ndarray]:
     """Per-atom and total energy of a MACE file (see :func:`evaluate`)."""
+    from . import numpy_reference_arch as arch
+
     mace = model["mace"]
     positions = np.asarray(positions, dtype=float)
     species = np.asarray(species, dtype=np.int64)
@@ -413,6 +437,9 @@ def evaluate_mace(
     r, Y, ef, fc = _mace_edges(model, t, species, vec, recv, send)
     onehot = np.eye(S)[species]
     h = linear(mace["node_embedding"], onehot, t)
+    e_embedding = np.zeros(n)
+    if mace.get("embedding") is not None:
+        h, e_embedding = arch.embedding(mace["embedding"], h, structure_inputs, t)
     inter_out = {"edge_sh": Y, "edge_radial": ef, "h0": h}
     zbl = np.zeros(n)
     if mace["pair_repulsion"] is not None:
@@ -420,6 +447,17 @@ def evaluate_mace(
         inter_out["pair_energy"] = zbl
     layers = []
     for k, (inter, prod) in enumerate(zip(mace["interactions"], mace["products"])):
+        if inter.get("kind") == "residual_nonlinear":
+            sc, M = arch.nonlinear_interaction(
+                inter, h, onehot, Y, ef, fc, recv, send, t, inter_out, k
+            )
+            A = _to_channel_major(M, inter["irreps_target"])
+            B = symmetric_contraction(prod, A, species, t)
+            h = linear(prod["linear"], B, t) + sc
+            inter_out.update({f"layer{k}.A": A, f"layer{k}.sc": sc, f"layer{k}.B": B})
+            inter_out[f"layer{k}.h"] = h
+            layers.append(h)
+            continue
         sc = None
         if inter["residual"]:
             sc = tensor_product(inter["skip_tp"], h, onehot, t)
@@ -461,6 +499,8 @@ def evaluate_mace(
         x = layers[ro["layer"]]
         if ro["type"] == "linear":
             e = linear(ro["linear"], x, t)[:, 0]
+        elif ro["type"] == "nonlinear_bias":
+            e = arch.bias_readout(ro, x, t)
         else:
             z = linear(ro["linear_1"], x, t)
             z = activation(ro["activation"], z)
@@ -469,7 +509,9 @@ def evaluate_mace(
         e_inter = e_inter + e
     ss = mace["scale_shift"]
     e0 = t[mace["atomic_energies"]["tensor"]][species]
-    node_energy = e0 + ss["scale"] * e_inter + ss["shift"]
+    node_energy = e0 + ss["scale"] * e_inter + ss["shift"] + e_embedding
+    if mace.get("embedding") is not None:
+        inter_out["embedding_energy"] = e_embedding
     out = {
         "energy": np.array([node_energy.sum()]),
         "node_energy": node_energy,
@@ -579,6 +621,7 @@ def evaluate(
     pbc=(False, False, False),
     edges=None,
     intermediates: bool = False,
+    structure_inputs: Optional[Mapping[str, float]] = None,
 ) -> Dict[str, np.ndarray]:
     """Evaluate a model file on one structure.
 
@@ -591,6 +634,7 @@ def evaluate(
     pbc : three bools.
     edges : optional ``(centre, neighbour, shift)`` to use instead of building the list.
     intermediates : also return per-layer intermediates (same keys as the golden file).
+    structure_inputs : per-structure inputs of MACE embeddings, e.g. ``{"total_charge": 0}``.
 
     Returns
     -------
@@ -602,14 +646,23 @@ def evaluate(
     """
     check_version(model)
     if model["arch"] == "mace":
-        return evaluate_mace(model, tensors, positions, species, cell, pbc, edges, intermediates)
+        return evaluate_mace(
+            model, tensors, positions, species, cell, pbc, edges, intermediates, structure_inputs
+        )
     if model["arch"] == "nequip":
         return evaluate_nequip(model, tensors, positions, species, cell, pbc, edges, intermediates)
     raise ValueError(f"unknown arch {model['arch']!r}")
 
 
 def finite_difference_forces(
-    model, tensors, positions, species, cell=None, pbc=(False, False, False), h: float = 1e-5
+    model,
+    tensors,
+    positions,
+    species,
+    cell=None,
+    pbc=(False, False, False),
+    h: float = 1e-5,
+    structure_inputs=None,
 ) -> np.ndarray:
     """Central-difference forces ``-dE/dr`` (slow: 6N energy evaluations; for tests)."""
     positions = np.asarray(positions, dtype=float)
@@ -618,8 +671,12 @@ def finite_difference_forces(
         for d in range(3):
             p = positions.copy()
             p[a, d] += h
-            ep = evaluate(model, tensors, p, species, cell, pbc)["energy"][0]
+            ep = evaluate(model, tensors, p, species, cell, pbc, structure_inputs=structure_inputs)[
+                "energy"
+            ][0]
             p[a, d] -= 2 * h
-            em = evaluate(model, tensors, p, species, cell, pbc)["energy"][0]
+            em = evaluate(model, tensors, p, species, cell, pbc, structure_inputs=structure_inputs)[
+                "energy"
+            ][0]
             forces[a, d] = -(ep - em) / (2 * h)
     return forces

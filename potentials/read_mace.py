@@ -37,8 +37,25 @@ from .read_e3nn import (
     model_header,
     refuse,
 )
+from .read_mace_arch import (
+    BIAS_READOUTS,
+    NONLINEAR_INTERACTIONS,
+    REFUSED,
+    describe_bias_readout,
+    describe_embedding,
+    describe_nonlinear_interaction,
+)
 
 SUPPORTED_MODELS = ("MACE", "ScaleShiftMACE")
+SUPPORTED_READOUTS = ("LinearReadoutBlock", "NonLinearReadoutBlock", *BIAS_READOUTS)
+SUPPORTED_RADIAL = (
+    "BesselBasis",
+    "PolynomialCutoff",
+    "AgnesiTransform",
+    "SoftTransform",
+    "ZBLBasis",
+)
+SUPPORTED_OTHER = ("GenericJointEmbedding", "GatedEquivariantBlock", "RadialMLP")
 SUPPORTED_INTERACTIONS = {
     "RealAgnosticInteractionBlock": (False, False),
     "RealAgnosticResidualInteractionBlock": (True, False),
@@ -124,11 +141,7 @@ def _check_model(model) -> None:
     name = type(model).__name__
     if name not in SUPPORTED_MODELS:
         refuse(model, f"model class {name}; supported: {', '.join(SUPPORTED_MODELS)}")
-    for attr, why in (
-        ("joint_embedding", "embedding of extra graph features"),
-        ("embedding_readout", "embedding readout"),
-        ("les_readouts", "LES long-range readouts"),
-    ):
+    for attr, why in (("les_readouts", "LES long-range readouts"),):
         if hasattr(model, attr):
             refuse(getattr(model, attr), why)
     for n, m in model.named_modules():
@@ -144,21 +157,31 @@ def _check_model(model) -> None:
 def _radial(model, sink: TensorSink, species_z: List[int]) -> Dict[str, Any]:
     rad = model.radial_embedding
     basis = rad.bessel_fn
-    if type(basis).__name__ != "BesselBasis":
-        refuse(basis, "only the Bessel radial basis is supported")
+    if type(basis).__name__ not in ("BesselBasis", "GaussianBasis", "ChebychevBasis"):
+        refuse(basis, "radial basis; supported: BesselBasis, GaussianBasis, ChebychevBasis")
     cutoff = rad.cutoff_fn
     if type(cutoff).__name__ != "PolynomialCutoff":
         refuse(cutoff, "only the polynomial cutoff is supported")
     out = {
-        "basis": "bessel",
-        "num_basis": int(basis.bessel_weights.numel()),
-        "bessel_weights": sink.add("radial.bessel_weights", basis.bessel_weights),
-        "prefactor": float(basis.prefactor),
-        "r_max": float(basis.r_max),
+        "r_max": float(model.r_max),
         "cutoff": {"type": "polynomial", "p": int(cutoff.p), "r_max": float(cutoff.r_max)},
         "apply_cutoff": bool(getattr(rad, "apply_cutoff", True)),
         "distance_transform": None,
     }
+    if type(basis).__name__ == "BesselBasis":
+        out["basis"] = "bessel"
+        out["num_basis"] = int(basis.bessel_weights.numel())
+        out["bessel_weights"] = sink.add("radial.bessel_weights", basis.bessel_weights)
+        out["prefactor"] = float(basis.prefactor)
+        out["r_max"] = float(basis.r_max)
+    elif type(basis).__name__ == "GaussianBasis":
+        out["basis"] = "gaussian"
+        out["num_basis"] = int(basis.gaussian_weights.numel())
+        out["gaussian_centres"] = sink.add("radial.gaussian_centres", basis.gaussian_weights)
+        out["gaussian_coeff"] = float(basis.coeff)
+    else:
+        out["basis"] = "chebyshev"
+        out["num_basis"] = int(basis.num_basis)
     if hasattr(rad, "distance_transform"):
         dt = rad.distance_transform
         cov = [float(dt.covalent_radii[z]) for z in species_z]
@@ -203,8 +226,12 @@ def _pair_repulsion(model, species_z: List[int]) -> Optional[Dict[str, Any]]:
 
 def _interaction(inter, t: int, sink: TensorSink) -> Dict[str, Any]:
     name = type(inter).__name__
+    if name in NONLINEAR_INTERACTIONS:
+        return describe_nonlinear_interaction(inter, t, sink)
     if name not in SUPPORTED_INTERACTIONS:
-        refuse(inter, f"interaction block {name}; supported: {', '.join(SUPPORTED_INTERACTIONS)}")
+        supported = ", ".join([*SUPPORTED_INTERACTIONS, *NONLINEAR_INTERACTIONS])
+        why = f" ({REFUSED[name]})" if name in REFUSED else ""
+        refuse(inter, f"interaction block {name}{why}; supported: {supported}")
     residual, density = SUPPORTED_INTERACTIONS[name]
     if hasattr(inter, "conv_fusion"):
         refuse(inter.conv_tp, "fused convolution (cuequivariance/OpenEquivariance)")
@@ -297,7 +324,7 @@ def _product(prod, inter, t: int, n_species: int, sink: TensorSink) -> Dict[str,
                 "terms": terms,
             }
         )
-    residual = SUPPORTED_INTERACTIONS[type(inter).__name__][0]
+    residual = {**SUPPORTED_INTERACTIONS, **NONLINEAR_INTERACTIONS}[type(inter).__name__][0]
     return {
         "irreps_in": str(irreps_in),
         "irreps_out": str(sc.irreps_out),
@@ -384,7 +411,13 @@ def _readout(
                 out_sel=[head] if n_heads > 1 else None,
             ),
         }
-    refuse(readout, f"readout block {name}; supported: LinearReadoutBlock, NonLinearReadoutBlock")
+    if name in BIAS_READOUTS:
+        return describe_bias_readout(readout, t, layer, head, n_heads, sink)
+    why = f" ({REFUSED[name]})" if name in REFUSED else ""
+    refuse(
+        readout,
+        f"readout block {name}{why}; supported: " + ", ".join(SUPPORTED_READOUTS),
+    )
 
 
 def export_mace(
@@ -469,6 +502,9 @@ def export_mace(
         "atomic_energies": sink.add("atomic_energies", e0_row),
         "scale_shift": {"scale": scale, "shift": shift},
     }
+    embedding = describe_embedding(model, head_index, n_heads, sink)
+    if embedding is not None:
+        mace_section["embedding"] = embedding
     model_json = model_header(
         "mace",
         model,
@@ -500,13 +536,16 @@ def export_mace(
 # ---------------------------------------------------------------------------------------------
 
 
-def _batch_for(model, atoms, head_name: str, r_max: float):
+def _batch_for(model, atoms, head_name: str, r_max: float, structure_inputs=None):
     from mace import data as mdata
     from mace.tools import torch_geometric, utils
 
     z_table = utils.AtomicNumberTable([int(z) for z in model.atomic_numbers])
     config = mdata.config_from_atoms(atoms)
     config.head = head_name
+    if structure_inputs:
+        # set directly: the default KeySpecification reads no info keys from atoms.info
+        config.properties.update({k: float(v) for k, v in structure_inputs.items()})
     atomic = mdata.AtomicData.from_config(
         config, z_table=z_table, cutoff=r_max, heads=_heads(model)
     )
@@ -515,7 +554,11 @@ def _batch_for(model, atoms, head_name: str, r_max: float):
 
 
 def evaluate_mace(
-    model: torch.nn.Module, atoms, head: Optional[str] = None, intermediates: bool = True
+    model: torch.nn.Module,
+    atoms,
+    head: Optional[str] = None,
+    intermediates: bool = True,
+    structure_inputs: Optional[Dict[str, float]] = None,
 ) -> Dict[str, np.ndarray]:
     """Evaluate a MACE model in float64 on an ``ase.Atoms``; return energies, forces, virial
     and (optionally) per-layer intermediates as NumPy arrays.
@@ -536,7 +579,7 @@ def evaluate_mace(
         model = _double_copy(model)
         head_index, head_name = select_head(model, head)
         r_max = float(model.r_max)
-        batch = _batch_for(model, atoms, head_name, r_max)
+        batch = _batch_for(model, atoms, head_name, r_max, structure_inputs)
         captured: Dict[str, torch.Tensor] = {}
         hooks = []
 
@@ -559,7 +602,8 @@ def evaluate_mace(
                     inter.conv_tp_weights.register_forward_hook(keep(f"layer{t}.tp_weights"))
                 )
                 hooks.append(inter.register_forward_hook(keep(f"layer{t}.A", lambda o: o[0])))
-                if SUPPORTED_INTERACTIONS.get(type(inter).__name__, (False,))[0]:
+                residual_classes = {**SUPPORTED_INTERACTIONS, **NONLINEAR_INTERACTIONS}
+                if residual_classes.get(type(inter).__name__, (False,))[0]:
                     hooks.append(inter.register_forward_hook(keep(f"layer{t}.sc", lambda o: o[1])))
                 hooks.append(prod.symmetric_contractions.register_forward_hook(keep(f"layer{t}.B")))
                 hooks.append(prod.register_forward_hook(keep(f"layer{t}.h")))
@@ -569,6 +613,17 @@ def evaluate_mace(
                         keep(f"readout{r}", lambda o, h=head_index: o[:, h])
                     )
                 )
+        if intermediates and hasattr(model, "joint_embedding"):
+            # h0 is captured before mace adds the embedding in place; added back below
+            hooks.append(model.joint_embedding.register_forward_hook(keep("h0_embedding")))
+        if hasattr(model, "embedding_readout"):
+            # Always captured: mace's node_energy leaves this (position-independent) energy out
+            # although its total energy has it; the golden node_energy adds it back.
+            hooks.append(
+                model.embedding_readout.register_forward_hook(
+                    keep("embedding_energy", lambda o, h=head_index: o[:, h])
+                )
+            )
         periodic = bool(np.any(atoms.pbc))
         try:
             out = model(
@@ -595,7 +650,11 @@ def evaluate_mace(
         pos = batch["positions"].detach()
         res["edge_vectors"] = pos[ei[1]] - pos[ei[0]] + batch["shifts"]
         res["edge_unit_shifts"] = batch["unit_shifts"].round().long()
+        if "h0_embedding" in captured:
+            captured["h0"] = captured["h0"] + captured.pop("h0_embedding")
         res.update(captured)
+        if "embedding_energy" in captured:
+            res["node_energy"] = res["node_energy"] + captured["embedding_energy"]
         return {k: v.detach().cpu().numpy() for k, v in res.items()}
     finally:
         torch.set_default_dtype(old_default)
@@ -621,7 +680,13 @@ MACE_GOLDEN_NOTES = {
     "layer{t}.B": "[N,dim(hidden_out)] symmetric-contraction output, before products.linear",
     "layer{t}.h": "[N,dim(hidden_out)] node features after layer t (linear(B) + sc)",
     "readout{r}": "[N] readout r of the exported head (before scale)",
+    "embedding_energy": "[N] embedding readout of the exported head (outside the scale; "
+    "included in node_energy, which mace-torch's own node_energy omits)",
 }
+
+#: Per-structure inputs of the golden data of models with an embedding (non-default values,
+#: so that a reader that ignored them would fail).
+GOLDEN_STRUCTURE_INPUTS = {"total_charge": 1.0, "total_spin": 2.0}
 
 
 def golden_mace(model: torch.nn.Module, model_json: Dict[str, Any], head: Optional[str] = None):
@@ -640,6 +705,20 @@ def golden_mace(model: torch.nn.Module, model_json: Dict[str, Any], head: Option
             -out["edge_unit_shifts"].astype(np.int64),
         )
 
-    return build_golden(
-        model_json, lambda atoms: evaluate_mace(model, atoms, head), convert, MACE_GOLDEN_NOTES
+    inputs = None
+    emb = model_json["mace"].get("embedding")
+    if emb is not None:
+        inputs = {}
+        for f in emb["features"]:
+            if f["name"] not in GOLDEN_STRUCTURE_INPUTS:
+                raise ValueError(f"no golden value for the embedding feature {f['name']!r}")
+            inputs[f["name"]] = GOLDEN_STRUCTURE_INPUTS[f["name"]]
+    gj, gt = build_golden(
+        model_json,
+        lambda atoms: evaluate_mace(model, atoms, head, structure_inputs=inputs),
+        convert,
+        MACE_GOLDEN_NOTES,
     )
+    if inputs is not None:
+        gj["structure_inputs"] = inputs
+    return gj, gt

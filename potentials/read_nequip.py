@@ -108,7 +108,16 @@ def _double_copy(model: torch.nn.Module) -> torch.nn.Module:
 
 def _act_module(mod) -> Dict[str, Any]:
     name = type(mod).__name__
-    table = {"SiLU": "silu", "Tanh": "tanh", "Sigmoid": "sigmoid", "ShiftedSoftplus": "ssp"}
+    table = {
+        "SiLU": "silu",
+        "Tanh": "tanh",
+        "Sigmoid": "sigmoid",
+        "ShiftedSoftplus": "ssp",
+        "GELU": "gelu",
+        "Mish": "mish",
+    }
+    if name == "GELU" and getattr(mod, "approximate", "none") != "none":
+        refuse(mod, f"GELU(approximate={mod.approximate!r}); only the exact (erf) GELU")
     if name not in table:
         refuse(mod, f"activation {name} in a ScalarMLP; supported: {', '.join(table)}")
     return {"name": table[name], "cst": 1.0}

@@ -58,6 +58,8 @@ ACTIVATIONS = {
     "sigmoid": "1 / (1 + exp(-x))",
     "abs": "|x|",
     "ssp": "softplus(x) - log(2)  (shifted softplus)",
+    "gelu": "x * (1 + erf(x / sqrt(2))) / 2  (exact GELU, torch.nn.GELU)",
+    "mish": "x * tanh(softplus(x))  (torch.nn.Mish)",
 }
 
 _IRREP_TERM = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)([eo])\s*$")

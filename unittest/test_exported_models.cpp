@@ -160,7 +160,7 @@ TEST(ExportedModels, IndexListsTheRequiredHyperparameterCombinations) {
   int mace = 0, nequip = 0;
   for (const json& entry : index["models"]) {
     for (const json& f : entry["features"]) features.insert(f.get<std::string>());
-    (entry["arch"] == "mace" ? mace : nequip)++;
+    if (entry["arch"] != "mace_arch") (entry["arch"] == "mace" ? mace : nequip)++;
   }
   EXPECT_GE(mace, 5);
   EXPECT_GE(nequip, 3);
@@ -198,6 +198,14 @@ TEST(ExportedModels, ReaderAcceptsEveryExportAndMatchesThePythonModules) {
     if (entry["arch"] == "mace") {
       EXPECT_EQ(m.arch, model::Arch::kMace);
       check_mace(m, e);
+    } else if (entry["arch"] == "mace_arch") {
+      // The newer MACE blocks: every interaction is the non-linear one, the last readout has
+      // biases, the embedding is there when the Python model has one.
+      EXPECT_EQ(m.arch, model::Arch::kMace);
+      for (const auto& in : m.mace->interactions) EXPECT_TRUE(in.nonlinear.has_value());
+      if (m.mace->interactions.size() > 1)  // one-layer MACE has a linear readout only
+        EXPECT_TRUE(m.mace->readouts.back().linear_mid.has_value());
+      EXPECT_EQ(m.mace->embedding.has_value(), e["embedding"].get<bool>());
     } else {
       EXPECT_EQ(m.arch, model::Arch::kNequip);
       check_nequip(m, e);

@@ -419,6 +419,24 @@ std::unique_ptr<CudaEngine> make_mace_cuda_engine(const model::Model& model, Pre
                                                   const CudaEngineOptions& options) {
   if (model.arch != model::Arch::kMace || !model.mace)
     throw Error("the CUDA MACE engine needs a MACE model");
+  // The blocks of the newer foundation models run on the host engine only, so far.
+  for (std::size_t t = 0; t < model.mace->interactions.size(); ++t)
+    if (model.mace->interactions[t].nonlinear)
+      throw Error("the CUDA MACE engine does not support " + model.mace->interactions[t].cls +
+                  " (mace.interactions[" + std::to_string(t) + "]) yet; use device cpu");
+  for (const auto& r : model.mace->readouts)
+    if (r.linear_mid)
+      throw Error(
+          "the CUDA MACE engine does not support NonLinearBiasReadoutBlock yet; use "
+          "device cpu");
+  if (model.mace->radial.basis != model::MaceRadial::Basis::kBessel)
+    throw Error(
+        "the CUDA MACE engine supports the Bessel radial basis only (this model has "
+        "mace-torch's Gaussian or Chebyshev basis); use device cpu");
+  if (model.mace->embedding)
+    throw Error(
+        "the CUDA MACE engine does not support per-structure embeddings (mace "
+        "embedding_specs) yet; use device cpu");
   return make_engine_for_precision<mace_cuda_detail::MaceCuda>(model, precision, options,
                                                                "make_mace_cuda_engine");
 }

@@ -22,6 +22,9 @@ Act act_of(const std::optional<model::Activation>& a, const std::string& where) 
   if (!a) return {};
   if (!std::isfinite(a->cst))
     throw Error("NequipEngine: " + where + " activation " + a->name + " has non-finite cst");
+  if (a->kind == model::Activation::Kind::kGelu || a->kind == model::Activation::Kind::kMish)
+    throw Error("NequipEngine: " + where + " activation " + a->name +
+                " is not supported on the GPU yet; use device cpu");
   return {static_cast<int>(a->kind), a->cst};
 }
 

@@ -211,7 +211,6 @@ def test_multihead_without_head_is_refused():
             dict(interaction_cls="RealAgnosticAttResidualInteractionBlock"),
             "RealAgnosticAttResidualInteractionBlock",
         ),
-        (dict(radial_type="gaussian"), "GaussianBasis"),
     ],
 )
 def test_unsupported_modules_are_refused_by_class(overrides, cls):

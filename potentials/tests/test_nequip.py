@@ -60,6 +60,25 @@ CASES = {
         avg_num_neighbors=11.0,
         per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
     ),
+    # readout MLP nonlinearities gelu and mish (nequip_models.py readout_mlp_nonlinearity)
+    "readout_gelu": dict(
+        l_max=1,
+        num_layers=1,
+        num_features=3,
+        readout_mlp_hidden_layers_depth=1,
+        readout_mlp_hidden_layers_width=5,
+        readout_mlp_nonlinearity="gelu",
+        avg_num_neighbors=9.0,
+    ),
+    "readout_mish": dict(
+        l_max=1,
+        num_layers=1,
+        num_features=3,
+        readout_mlp_hidden_layers_depth=1,
+        readout_mlp_hidden_layers_width=5,
+        readout_mlp_nonlinearity="mish",
+        avg_num_neighbors=9.0,
+    ),
 }
 
 

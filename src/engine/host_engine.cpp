@@ -9,10 +9,15 @@
 
 namespace clebsch {
 
-std::unique_ptr<Engine> make_host_engine(const model::Model& model, Precision precision) {
+std::unique_ptr<Engine> make_host_engine(
+    const model::Model& model, Precision precision,
+    const std::vector<std::pair<std::string, double>>& structure_inputs) {
   switch (model.arch) {
-    case model::Arch::kMace:
-      return std::make_unique<MaceEngine>(model, precision);
+    case model::Arch::kMace: {
+      MaceEngineOptions options;
+      options.structure_inputs = structure_inputs;
+      return std::make_unique<MaceEngine>(model, precision, options);
+    }
     case model::Arch::kNequip:
       return std::make_unique<NequipEngine>(model, precision);
   }

@@ -31,7 +31,9 @@ void MaceImpl<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   A_.resize(T_);
   dens_.resize(T_);
   Ml_.resize(T_);
+  Xg_.resize(T_);
   readout_z_.resize(readouts_.size());
+  readout_z2_.resize(readouts_.size());
   energy_acc_.assign(L_, 0.0);
   const int nb = radial_.num_basis();
   gY_.assign(E_ * nsh_, G(0));
@@ -54,6 +56,7 @@ void MaceImpl<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   const bool fused =
       options_.fuse_last_layer && fused_bytes <= static_cast<double>(options_.fusion_memory_budget);
   gh_.assign(L_ * Ll.dim_hidden, T(0));
+  if (fused && Ll.nonlinear && last > 0) ghu_res_.assign(L_ * Ll.dim_edge, T(0));
   if (fused)
     fused_last_layer(need_hu);
   else
@@ -71,6 +74,7 @@ void MaceImpl<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   for (int t = last; t >= 0; --t) {
     const bool hu_gradient = t > 0;
     if (!(t == last && fused)) {
+      if (layers_[t].nonlinear && t > 0) ghu_res_.assign(L_ * layers_[t].dim_edge, T(0));
       layer_node_backward(t);
       if (hu_gradient) ghu_.resize(N_ * layers_[t].dim_edge);
       edge_backward(t, hu_gradient ? ghu_.data() : nullptr);

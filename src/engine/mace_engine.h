@@ -45,6 +45,9 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/host_engine_pimpl.h"
@@ -60,6 +63,10 @@ struct MaceEngineOptions {
   /// used while those buffers fit fusion_memory_budget.
   bool fuse_last_layer = true;
   std::size_t fusion_memory_budget = std::size_t(256) << 20;
+  /// Per-structure inputs of models with an embedding (mace embedding_specs), by name, e.g.
+  /// {"total_charge", 0}, {"total_spin", 1}. A model that needs one that is absent is refused
+  /// at construction; inputs the model does not use are ignored.
+  std::vector<std::pair<std::string, double>> structure_inputs;
 };
 
 /// Evaluates a MACE model (model::Arch::kMace) on the host. Not thread-safe: one instance per

@@ -34,6 +34,22 @@ void MaceImpl<T, G>::readouts_backward(int t, std::size_t r0, std::size_t r1) {
     const std::size_t dz = R.linear.dim_out();
     std::vector<T> gz(n * dz);
     R.linear_2.backward(n, gy.data(), dout, gz.data(), dz, false, false);
+    if (R.has_mid) {
+      const T* z2 = readout_z2_[r].data() + r0 * dz;
+      for (std::size_t b = 0; b < R.acts.size(); ++b) {
+        if (!R.acts[b]) continue;
+        const int o0 = R.act_offsets[b], o1 = R.act_offsets[b + 1];
+        for (std::size_t i = 0; i < n; ++i)
+          for (int k = o0; k < o1; ++k) {
+            T d;
+            R.acts[b]->value_and_derivative(z2[i * dz + k], &d);
+            gz[i * dz + k] *= d;
+          }
+      }
+      std::vector<T> ga(n * dz);
+      R.linear_mid.backward(n, gz.data(), dz, ga.data(), dz, false, false);
+      gz.swap(ga);
+    }
     const T* z = readout_z_[r].data() + r0 * dz;
     for (std::size_t b = 0; b < R.acts.size(); ++b) {
       if (!R.acts[b]) continue;
@@ -65,6 +81,7 @@ void MaceImpl<T, G>::node_backward(int t, std::size_t r0, std::size_t r1, T* gMr
   });
   T* gMl = w.gMl.data();
   to_contraction_layout(Lp.target, Lp.C, Lp.D, n, w.gA.data(), gMl, true);
+  if (Lp.nonlinear) return node_backward_nonlinear(t, r0, r1, gMl, gMraw);
   if (!Lp.sc_on_nodes) {
     // A = skip(Ml): dE/dMl = skip^T(dE/dA).
     std::copy_n(gMl, n * dt, w.Air.data());
@@ -120,7 +137,6 @@ void MaceImpl<T, G>::layer_node_backward(int t) {
 template <class T, class G>
 void MaceImpl<T, G>::edge_backward(int t, T* ghu) {
   const LayerPlan<T>& Lp = layers_[t];
-  const int nb = radial_.num_basis();
   const std::size_t de = Lp.dim_edge;
   const long long n_tasks = static_cast<long long>(sender_tasks_.size());
   const bool par = n_tasks > 1 && 3 * E_ * Lp.edge_flops > kParallelWork;
@@ -137,13 +153,10 @@ void MaceImpl<T, G>::edge_backward(int t, T* ghu) {
       const std::size_t b0 = sender_ptr_[s0], b1 = sender_ptr_[s1];
       for (std::size_t p0 = b0; p0 < b1; p0 += kEdgeChunk) {
         const std::size_t n = std::min(kEdgeChunk, b1 - p0);
-        for (std::size_t p = 0; p < n; ++p) {
-          w.q_of[p] = by_sender_[p0 + p];
-          std::copy_n(ef_.data() + static_cast<std::size_t>(w.q_of[p]) * nb, nb,
-                      w.efc.data() + p * nb);
-        }
-        Lp.radial_mlp.forward(n, w.efc.data(), w.W.data(), w.mlp.data());
-        if (Lp.density) Lp.density_mlp.forward(n, w.efc.data(), w.rho.data(), w.dmlp.data());
+        for (std::size_t p = 0; p < n; ++p) w.q_of[p] = by_sender_[p0 + p];
+        const T* x = mlp_input(Lp, w.q_of.data(), 0, n, w.efc.data());
+        Lp.radial_mlp.forward(n, x, w.W.data(), w.mlp.data());
+        if (Lp.density) Lp.density_mlp.forward(n, x, w.rho.data(), w.dmlp.data());
         edges_backward_chunk(Lp, t, w.q_of.data(), n, w.W.data(), w.mlp.data(), w.rho.data(),
                              w.dmlp.data(), gMraw_.data(), 0, w, ghu);
       }
@@ -229,9 +242,13 @@ void MaceImpl<T, G>::backward_tail(int t, GhostExchange* exchange) {
   const LayerPlan<T>& Lp = layers_[t];
   const std::size_t L = L_;
   if (exchange) exchange->reverse(ghu_.data(), Lp.dim_edge);
+  if (Lp.nonlinear)  // the residual linear_res(hu) of the local rows
+    for (std::size_t k = 0; k < L * Lp.dim_edge; ++k) ghu_[k] += ghu_res_[k];
   gh_prev_.resize(L * Lp.dim_in);
   Lp.linear_up.backward(L, ghu_.data(), Lp.dim_edge, gh_prev_.data(), Lp.dim_in, false);
-  if (Lp.sc_on_nodes)
+  if (Lp.nonlinear)
+    Lp.skip_linear.backward(L, gh_.data(), Lp.dim_hidden, gh_prev_.data(), Lp.dim_in, true);
+  else if (Lp.sc_on_nodes)
     Lp.skip.backward(L, species_, gh_.data(), Lp.dim_hidden, gh_prev_.data(), Lp.dim_in, true);
   std::swap(gh_, gh_prev_);
 }

@@ -14,7 +14,7 @@ namespace clebsch::mace_detail {
 
 template <class T, class G>
 void MaceImpl<T, G>::size_edge_work(const LayerPlan<T>& Lp, std::size_t rows, EdgeWork& w) const {
-  const std::size_t nb = radial_.num_basis(), numel = Lp.conv.weight_numel();
+  const std::size_t numel = Lp.conv.weight_numel();
   const std::size_t width =
       std::max(Lp.radial_mlp.max_width(), Lp.density ? Lp.density_mlp.max_width() : 1);
   w.mlp.resize(Lp.radial_mlp.scratch_size(rows));
@@ -22,8 +22,8 @@ void MaceImpl<T, G>::size_edge_work(const LayerPlan<T>& Lp, std::size_t rows, Ed
   w.W.resize(rows * numel);
   w.Wf.resize(radial_.apply_cutoff() ? 0 : numel);
   w.gW.resize(kEdgeChunk * numel);
-  w.efc.resize(kEdgeChunk * nb);
-  w.gef.resize(kEdgeChunk * nb);
+  w.efc.resize(kEdgeChunk * Lp.mlp_in);
+  w.gef.resize(kEdgeChunk * Lp.mlp_in);
   w.work.resize(2 * kEdgeChunk * width);
   w.rho.resize(rows);
   w.grho.resize(kEdgeChunk);
@@ -50,9 +50,11 @@ void MaceImpl<T, G>::size_node_work(const LayerPlan<T>& Lp, std::size_t rows, bo
 template <class T, class G>
 void MaceImpl<T, G>::edges_forward_chunk(const LayerPlan<T>& Lp, std::size_t q0, std::size_t n,
                                          T* W, T* mlp, T* rho, T* dmlp) const {
-  const std::size_t nb = radial_.num_basis();
-  Lp.radial_mlp.forward(n, ef_.data() + q0 * nb, W, mlp);
-  if (Lp.density) Lp.density_mlp.forward(n, ef_.data() + q0 * nb, rho, dmlp);
+  thread_local std::vector<T> buf;
+  if (Lp.nonlinear) buf.resize(n * Lp.mlp_in);
+  const T* x = mlp_input(Lp, nullptr, q0, n, buf.data());
+  Lp.radial_mlp.forward(n, x, W, mlp);
+  if (Lp.density) Lp.density_mlp.forward(n, x, rho, dmlp);
 }
 
 // Messages of the internal edges [e0, e1) (all of them with centres in [c0, ...)) added to the
@@ -128,10 +130,12 @@ void MaceImpl<T, G>::edges_backward_chunk(const LayerPlan<T>& Lp, int t, const i
       for (std::size_t k = 0; k < numel; ++k) gw[k] *= f;
     }
   }
+  // Only the first nb MLP inputs (the radial basis) depend on positions.
+  const std::size_t in = Lp.mlp_in;
   Lp.radial_mlp.backward(n, mlp, w.gW.data(), w.gef.data(), w.work.data());
   for (std::size_t p = 0; p < n; ++p) {
     G* gEq = gE_.data() + static_cast<std::size_t>(q_of[p]) * nb;
-    for (int k = 0; k < nb; ++k) gEq[k] += static_cast<G>(w.gef[p * nb + k]);
+    for (int k = 0; k < nb; ++k) gEq[k] += static_cast<G>(w.gef[p * in + k]);
   }
   if (Lp.density) {
     // d_e = tanh(rho^2) [* f]: dE/drho = dE/dD_i [* f] * (1 - tanh^2) * 2 rho.
@@ -148,7 +152,7 @@ void MaceImpl<T, G>::edges_backward_chunk(const LayerPlan<T>& Lp, int t, const i
     Lp.density_mlp.backward(n, dmlp, w.grho.data(), w.gef.data(), w.work.data());
     for (std::size_t p = 0; p < n; ++p) {
       G* gEq = gE_.data() + static_cast<std::size_t>(q_of[p]) * nb;
-      for (int k = 0; k < nb; ++k) gEq[k] += static_cast<G>(w.gef[p * nb + k]);
+      for (int k = 0; k < nb; ++k) gEq[k] += static_cast<G>(w.gef[p * in + k]);
     }
   }
 }

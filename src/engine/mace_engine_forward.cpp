@@ -31,6 +31,8 @@ void MaceImpl<T, G>::prepare_layer(int t, GhostExchange* exchange) {
       for (std::size_t i = 0; i < L; ++i)
         std::copy_n(sc0_table_.data() + static_cast<std::size_t>(species_[i]) * Lp.dim_hidden,
                     Lp.dim_hidden, sc_.data() + i * Lp.dim_hidden);
+    } else if (Lp.nonlinear) {
+      Lp.skip_linear.forward(L, h_.data(), Lp.dim_in, sc_.data(), Lp.dim_hidden, false);
     } else {
       Lp.skip.forward(L, species_, h_.data(), Lp.dim_in, sc_.data(), Lp.dim_hidden, false);
     }
@@ -40,10 +42,13 @@ void MaceImpl<T, G>::prepare_layer(int t, GhostExchange* exchange) {
   h_.resize(L * Lp.dim_hidden);
   A_[t].resize(L * dt);
   dens_[t].resize(Lp.density ? L : 0);
-  Ml_[t].resize(Lp.density && !Lp.sc_on_nodes ? L * dt : 0);
+  Ml_[t].resize(Lp.nonlinear ? L * Lp.dim_nonlin : (Lp.density && !Lp.sc_on_nodes ? L * dt : 0));
+  Xg_[t].resize(Lp.nonlinear ? L * Lp.dim_nonlin : 0);
   for (std::size_t r = 0; r < readouts_.size(); ++r)
-    if (readouts_[r].layer == t && readouts_[r].nonlinear)
+    if (readouts_[r].layer == t && readouts_[r].nonlinear) {
       readout_z_[r].resize(L * readouts_[r].linear.dim_out());
+      readout_z2_[r].resize(readouts_[r].has_mid ? L * readouts_[r].linear.dim_out() : 0);
+    }
 }
 
 // Layer t's forward, centre task by centre task: the task's messages into a per-thread buffer,
@@ -84,6 +89,7 @@ template <class T, class G>
 void MaceImpl<T, G>::node_forward(int t, std::size_t r0, std::size_t r1, const T* Mraw,
                                   NodeWork& w) {
   const LayerPlan<T>& Lp = layers_[t];
+  if (Lp.nonlinear) return node_forward_nonlinear(t, r0, r1, Mraw, w);
   const std::size_t n = r1 - r0, dt = Lp.dim_target, db = Lp.dim_b, dh = Lp.dim_hidden;
   const int* sp = species_ + r0;
   T* Ml = w.Ml.data();
@@ -142,10 +148,26 @@ void MaceImpl<T, G>::readouts_forward(int t, std::size_t r0, std::size_t r1) {
       for (std::size_t i = 0; i < n; ++i)
         for (int k = o0; k < o1; ++k) a[i * dz + k] = R.acts[b]->value(z[i * dz + k]);
     }
+    if (R.has_mid) {
+      // Bias readout: z2 = linear_mid(a) + bias (kept), a = act(z2).
+      T* z2 = readout_z2_[r].data() + r0 * dz;
+      R.linear_mid.forward(n, a.data(), dz, z2, dz, false, false);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < dz; ++k) z2[i * dz + k] += R.bias_mid[k];
+      std::copy_n(z2, n * dz, a.data());
+      for (std::size_t b = 0; b < R.acts.size(); ++b) {
+        if (!R.acts[b]) continue;
+        const int o0 = R.act_offsets[b], o1 = R.act_offsets[b + 1];
+        for (std::size_t i = 0; i < n; ++i)
+          for (int k = o0; k < o1; ++k) a[i * dz + k] = R.acts[b]->value(z2[i * dz + k]);
+      }
+    }
     const std::size_t dout = R.linear_2.dim_out();
     y.resize(n * dout);
     R.linear_2.forward(n, a.data(), dz, y.data(), dout, false, false);
-    for (std::size_t i = 0; i < n; ++i) energy_acc_[r0 + i] += static_cast<double>(y[i * dout]);
+    const double b2 = R.has_mid ? static_cast<double>(R.bias_2[0]) : 0.0;
+    for (std::size_t i = 0; i < n; ++i)
+      energy_acc_[r0 + i] += static_cast<double>(y[i * dout]) + b2;
   }
 }
 

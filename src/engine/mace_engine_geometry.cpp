@@ -16,11 +16,22 @@
 namespace clebsch::mace_detail {
 
 Radial::Radial(const model::MaceRadial& r, const std::vector<model::Species>& species)
-    : bessel_(r.bessel_weights, r.prefactor),
+    : bessel_(r.basis == model::MaceRadial::Basis::kBessel
+                  ? BesselBasis(r.bessel_weights, r.prefactor)
+                  : BesselBasis(std::vector<double>(1, 1.0), 1.0)),
+      basis_(r.basis),
+      nb_(r.num_basis),
+      gauss_c_(r.gaussian_centres),
+      gauss_coeff_(r.gaussian_coeff),
       cutoff_(r.r_max, r.cutoff_p),
       apply_cutoff_(r.apply_cutoff),
       num_species_(static_cast<int>(species.size())) {
-  if (r.num_basis != static_cast<int>(r.bessel_weights.size()))
+  if (basis_ == model::MaceRadial::Basis::kGaussian &&
+      r.num_basis != static_cast<int>(r.gaussian_centres.size()))
+    throw ModelFormatError("mace.radial: num_basis " + std::to_string(r.num_basis) + " but " +
+                           std::to_string(r.gaussian_centres.size()) + " gaussian_centres");
+  if (basis_ == model::MaceRadial::Basis::kBessel &&
+      r.num_basis != static_cast<int>(r.bessel_weights.size()))
     throw ModelFormatError("mace.radial: num_basis " + std::to_string(r.num_basis) + " but " +
                            std::to_string(r.bessel_weights.size()) + " bessel_weights");
   if (r.agnesi && r.soft)

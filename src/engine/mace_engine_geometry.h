@@ -25,7 +25,7 @@ class Radial {
   /// @throws ModelFormatError naming the value when the basis, transforms or radii disagree.
   Radial(const model::MaceRadial& r, const std::vector<model::Species>& species);
 
-  int num_basis() const { return bessel_.num_basis(); }
+  int num_basis() const { return nb_; }
   bool apply_cutoff() const { return apply_cutoff_; }
 
   // feats[n], f; with derivatives d/dr when dfeats is not null.
@@ -36,7 +36,7 @@ class Radial {
     G x = r, dx = G(1);
     if (agnesi_) x = (*agnesi_)(r, s_neigh, s_centre, &dx);
     if (soft_) x = soft(r, s_centre, s_neigh, &dx);
-    bessel_.evaluate(x, feats, dfeats);
+    basis(x, feats, dfeats);
     const int nb = num_basis();
     if (dfeats)
       for (int n = 0; n < nb; ++n) dfeats[n] *= dx;
@@ -65,7 +65,40 @@ class Radial {
     return p0 + (r - p0) * G(0.5) * (G(1) + t);
   }
 
+  // The basis functions of x and (dfeats not null) their derivatives d/dx.
+  template <class G>
+  void basis(G x, G* feats, G* dfeats) const {
+    using B = model::MaceRadial::Basis;
+    if (basis_ == B::kBessel) return bessel_.evaluate(x, feats, dfeats);
+    if (basis_ == B::kGaussian) {
+      for (int n = 0; n < nb_; ++n) {
+        const G d = x - static_cast<G>(gauss_c_[n]);
+        feats[n] = std::exp(static_cast<G>(gauss_coeff_) * d * d);
+        if (dfeats) dfeats[n] = feats[n] * G(2) * static_cast<G>(gauss_coeff_) * d;
+      }
+      return;
+    }
+    // Chebyshev T_n(x), n = 1..N, of the raw x (mace uses no rescaling): the recurrence
+    // T_{n+1} = 2x T_n - T_{n-1}, and T_n' = n U_{n-1} with U_{n} = 2x U_{n-1} - U_{n-2}.
+    G t0 = G(1), t1 = x, u0 = G(1), u1 = G(2) * x;  // T_0, T_1, U_0, U_1
+    for (int n = 1; n <= nb_; ++n) {
+      feats[n - 1] = t1;
+      // mace-torch's forces treat T_n as constant (torch.special.chebyshev_polynomial_t has no
+      // derivative); the engine does the same so that its forces are mace-torch's (FORMAT.md §5).
+      if (dfeats) dfeats[n - 1] = G(0) * G(n) * u0;
+      const G t2 = G(2) * x * t1 - t0, u2 = G(2) * x * u1 - u0;
+      t0 = t1;
+      t1 = t2;
+      u0 = u1;
+      u1 = u2;
+    }
+  }
+
   BesselBasis bessel_;
+  model::MaceRadial::Basis basis_ = model::MaceRadial::Basis::kBessel;
+  int nb_ = 0;
+  std::vector<double> gauss_c_;
+  double gauss_coeff_ = 0;
   PolynomialCutoff cutoff_;
   bool apply_cutoff_;
   int num_species_;

@@ -39,6 +39,7 @@
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/engine/mace_engine_geometry.h"
 #include "clebsch/engine/mace_kernels.h"
+#include "clebsch/engine/nequip_engine_ops.h"
 #include "clebsch/nn/symmetric_contraction.h"
 
 namespace clebsch {
@@ -142,6 +143,16 @@ struct LayerPlan {
   T inv_avg = T(1);
   std::unique_ptr<SymmetricContraction> contraction;
   Irreps target, b_irreps;
+  // RealAgnosticResidualNonLinearInteractionBlock (mace_engine_nonlinear.cpp): the MLPs read
+  // [e_e | src[s_sender] | tgt[s_centre]] (mlp_in wide), the skip is a plain linear, and
+  // A = linear_2(gate(linear_1(M) / (beta D + alpha) + linear_res(hu))).
+  bool nonlinear = false;
+  int mlp_in = 0, C0 = 0, dim_nonlin = 0;
+  std::vector<T> src_tab, tgt_tab;  // [S][C0]
+  NodeLinear<T> linear_res, linear_2, skip_linear;
+  nequip_ops::GateOp<T> gate;  // on e3nn (mul_ir) rows
+  Irreps nonlin_irreps, gate_out_irreps;
+  T alpha = T(1), beta = T(0);
   double edge_flops = 0;  // forward flops of one edge (radial and density MLPs, product)
   double node_flops = 0;  // forward flops of one node (linears, skip, contraction)
   int dim_in = 0, dim_edge = 0, dim_mid = 0, dim_target = 0, dim_hidden = 0;
@@ -155,6 +166,11 @@ struct ReadoutPlan {
   NodeLinear<T> linear, linear_2;
   std::vector<std::optional<ScalarAct>> acts;  // per block of linear's output (non-linear)
   std::vector<int> act_offsets;
+  // NonLinearBiasReadoutBlock: linear_mid (+ bias) and the same activations again before
+  // linear_2 (+ bias); all of them scalar-only, so ir_mul is the file's layout.
+  bool has_mid = false;
+  NodeLinear<T> linear_mid;
+  std::vector<T> bias_mid, bias_2;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -198,6 +214,15 @@ class MaceImpl final : public MaceEngine::Impl {
   void edges_backward_chunk(const LayerPlan<T>& Lp, int t, const int* q_of, std::size_t n,
                             const T* W, T* mlp, const T* rho, T* dmlp, const T* gMraw, int c0,
                             EdgeWork& w, T* ghu);
+  void node_forward_nonlinear(int t, std::size_t r0, std::size_t r1, const T* Mraw, NodeWork& w);
+  void node_backward_nonlinear(int t, std::size_t r0, std::size_t r1, T* gMl, T* gMraw);
+  void plan_nonlinear(const model::MaceInteraction& in, const Irreps& h_irreps,
+                      const std::string& where, LayerPlan<T>& L) const;
+  void plan_embedding(const model::Mace& m, const MaceEngineOptions& options, T* h0_table);
+  // The MLP input of n internal edges (q_of[p], or q0 + p when q_of is null): e_e alone, or
+  // for non-linear blocks [e_e | src | tgt] written to buf; returns the rows (mlp_in wide).
+  const T* mlp_input(const LayerPlan<T>& Lp, const int* q_of, std::size_t q0, std::size_t n,
+                     T* buf) const;
   void readouts_forward(int t, std::size_t r0, std::size_t r1);
   void readouts_backward(int t, std::size_t r0, std::size_t r1);
   void final_gradient(const AtomGraph& graph, EngineResult& result);
@@ -228,6 +253,9 @@ class MaceImpl final : public MaceEngine::Impl {
   std::vector<double> energy_acc_;  // [L]: sum of readouts (before scale)
   std::vector<std::vector<T>> hu_, A_, dens_, Ml_;     // per layer
   std::vector<std::vector<T>> readout_z_;              // per readout (non-linear)
+  std::vector<std::vector<T>> readout_z2_;             // per readout (linear_mid output)
+  std::vector<std::vector<T>> Xg_;                     // per layer: gate input (non-linear)
+  std::vector<T> ghu_res_;                             // dE/dhu of local rows via linear_res
   std::vector<T> h_, sc_;                              // h^t, residual sc: [L][...]
   std::vector<T> gh_, gh_prev_, gMraw_, gdens_, ghu_;  // backward
   std::vector<std::vector<T>> ghu_private_;            // fused pass: per thread [N][dim_edge]

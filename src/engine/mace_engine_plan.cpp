@@ -92,54 +92,64 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     const model::MaceProduct& pr = m.products[t];
     const std::string w = "mace.interactions[" + std::to_string(t) + "]";
     LayerPlan<T> L;
-    check_equal(in.linear_up.irreps_in, h_irreps, w + ".linear_up input vs node features");
-    L.linear_up = NodeLinear<T>(in.linear_up);
-    L.conv = ConvTp<T>(in.conv_tp, w + ".conv_tp");
-    check_equal(in.conv_tp.descriptor.irreps_in1(), in.linear_up.irreps_out,
-                w + ".conv_tp input vs linear_up output");
-    if (L.conv.dim_in2() > nsh_)
-      throw ModelFormatError(w + ".conv_tp: edge attributes " +
-                             in.conv_tp.descriptor.irreps_in2().str() + " exceed lmax " +
-                             std::to_string(lmax_));
-    L.radial_mlp = Mlp<T>(in.radial_mlp, w + ".radial_mlp");
-    if (L.radial_mlp.dim_in() != radial_.num_basis() ||
-        L.radial_mlp.dim_out() != L.conv.weight_numel())
-      throw ModelFormatError(w + ".radial_mlp maps " + std::to_string(L.radial_mlp.dim_in()) +
-                             " -> " + std::to_string(L.radial_mlp.dim_out()) + ", expected " +
-                             std::to_string(radial_.num_basis()) + " -> " +
-                             std::to_string(L.conv.weight_numel()));
-    check_equal(in.linear.irreps_in, in.conv_tp.descriptor.irreps_out(),
-                w + ".linear input vs conv_tp output");
-    L.linear = NodeLinear<T>(in.linear);
-    L.density = in.density_normalization;
-    if (L.density) {
-      if (!in.density_mlp) throw ModelFormatError(w + ": density normalisation without an MLP");
-      L.density_mlp = Mlp<T>(*in.density_mlp, w + ".density_mlp");
-      if (L.density_mlp.dim_in() != radial_.num_basis() || L.density_mlp.dim_out() != 1)
-        throw ModelFormatError(w + ".density_mlp maps " + std::to_string(L.density_mlp.dim_in()) +
-                               " -> " + std::to_string(L.density_mlp.dim_out()) + ", expected " +
-                               std::to_string(radial_.num_basis()) + " -> 1");
+    if (in.nonlinear) {
+      plan_nonlinear(in, h_irreps, w, L);
     } else {
-      if (!(std::isfinite(in.avg_num_neighbors) && in.avg_num_neighbors > 0))
-        throw ModelFormatError(w + ": avg_num_neighbors " + fmt(in.avg_num_neighbors) +
-                               " is not positive");
-      L.inv_avg = static_cast<T>(1.0 / in.avg_num_neighbors);
+      check_equal(in.linear_up.irreps_in, h_irreps, w + ".linear_up input vs node features");
+      L.linear_up = NodeLinear<T>(in.linear_up);
+      L.conv = ConvTp<T>(in.conv_tp, w + ".conv_tp");
+      check_equal(in.conv_tp.descriptor.irreps_in1(), in.linear_up.irreps_out,
+                  w + ".conv_tp input vs linear_up output");
+      if (L.conv.dim_in2() > nsh_)
+        throw ModelFormatError(w + ".conv_tp: edge attributes " +
+                               in.conv_tp.descriptor.irreps_in2().str() + " exceed lmax " +
+                               std::to_string(lmax_));
+      L.radial_mlp = Mlp<T>(in.radial_mlp, w + ".radial_mlp");
+      if (L.radial_mlp.dim_in() != radial_.num_basis() ||
+          L.radial_mlp.dim_out() != L.conv.weight_numel())
+        throw ModelFormatError(w + ".radial_mlp maps " + std::to_string(L.radial_mlp.dim_in()) +
+                               " -> " + std::to_string(L.radial_mlp.dim_out()) + ", expected " +
+                               std::to_string(radial_.num_basis()) + " -> " +
+                               std::to_string(L.conv.weight_numel()));
+      check_equal(in.linear.irreps_in, in.conv_tp.descriptor.irreps_out(),
+                  w + ".linear input vs conv_tp output");
+      L.linear = NodeLinear<T>(in.linear);
+      L.density = in.density_normalization;
+      if (L.density) {
+        if (!in.density_mlp) throw ModelFormatError(w + ": density normalisation without an MLP");
+        L.density_mlp = Mlp<T>(*in.density_mlp, w + ".density_mlp");
+        if (L.density_mlp.dim_in() != radial_.num_basis() || L.density_mlp.dim_out() != 1)
+          throw ModelFormatError(w + ".density_mlp maps " + std::to_string(L.density_mlp.dim_in()) +
+                                 " -> " + std::to_string(L.density_mlp.dim_out()) + ", expected " +
+                                 std::to_string(radial_.num_basis()) + " -> 1");
+      } else {
+        if (!(std::isfinite(in.avg_num_neighbors) && in.avg_num_neighbors > 0))
+          throw ModelFormatError(w + ": avg_num_neighbors " + fmt(in.avg_num_neighbors) +
+                                 " is not positive");
+        L.inv_avg = static_cast<T>(1.0 / in.avg_num_neighbors);
+      }
+      L.skip = SpeciesLinear<T>(in.skip_tp, S_, w + ".skip_tp");
+      L.sc_on_nodes = in.skip_on_node_features;
+      const Irreps& A_irreps = in.linear.irreps_out;
+      if (L.sc_on_nodes) {
+        check_equal(in.skip_tp.descriptor.irreps_in1(), h_irreps, w + ".skip_tp input");
+        if (!pr.add_skip)
+          throw ModelFormatError("mace.products[" + std::to_string(t) +
+                                 "]: residual interaction but add_skip is false");
+      } else {
+        check_equal(in.skip_tp.descriptor.irreps_in1(), A_irreps, w + ".skip_tp input");
+        check_equal(in.skip_tp.descriptor.irreps_out(), A_irreps, w + ".skip_tp output");
+        if (pr.add_skip)
+          throw ModelFormatError("mace.products[" + std::to_string(t) +
+                                 "]: add_skip without a residual interaction");
+      }
+      L.mlp_in = radial_.num_basis();
     }
-    L.skip = SpeciesLinear<T>(in.skip_tp, S_, w + ".skip_tp");
-    L.sc_on_nodes = in.skip_on_node_features;
-    const Irreps& A_irreps = in.linear.irreps_out;
-    if (L.sc_on_nodes) {
-      check_equal(in.skip_tp.descriptor.irreps_in1(), h_irreps, w + ".skip_tp input");
-      if (!pr.add_skip)
-        throw ModelFormatError("mace.products[" + std::to_string(t) +
-                               "]: residual interaction but add_skip is false");
-    } else {
-      check_equal(in.skip_tp.descriptor.irreps_in1(), A_irreps, w + ".skip_tp input");
-      check_equal(in.skip_tp.descriptor.irreps_out(), A_irreps, w + ".skip_tp output");
-      if (pr.add_skip)
-        throw ModelFormatError("mace.products[" + std::to_string(t) +
-                               "]: add_skip without a residual interaction");
-    }
+    if (L.sc_on_nodes && !pr.add_skip)
+      throw ModelFormatError("mace.products[" + std::to_string(t) +
+                             "]: residual interaction but add_skip is false");
+    const Irreps& A_irreps =
+        in.nonlinear ? in.nonlinear->linear_2.irreps_out : in.linear.irreps_out;
     const std::string pw = "mace.products[" + std::to_string(t) + "]";
     L.contraction = make_contraction(pr.contraction, S_, pw + ".contraction");
     check_equal(L.contraction->irreps_in(), A_irreps, pw + ".contraction input");
@@ -151,8 +161,8 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     check_equal(pr.linear.irreps_in, L.b_irreps, pw + ".linear input");
     L.product_linear = NodeLinear<T>(pr.linear);
     if (L.sc_on_nodes)
-      check_equal(in.skip_tp.descriptor.irreps_out(), pr.linear.irreps_out,
-                  w + ".skip_tp output vs product output");
+      check_equal(in.nonlinear ? in.nonlinear->skip.irreps_out : in.skip_tp.descriptor.irreps_out(),
+                  pr.linear.irreps_out, w + ".skip output vs product output");
     L.dim_in = h_irreps.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();
@@ -163,7 +173,8 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
                         (L.density ? L.density_mlp.macs_per_row() : 0.0));
     L.node_flops = L.linear.flops_per_row() + L.product_linear.flops_per_row() +
                    L.linear_up.flops_per_row() + L.skip.flops_per_row() +
-                   contraction_flops(*L.contraction, 1);
+                   L.skip_linear.flops_per_row() + L.linear_res.flops_per_row() +
+                   L.linear_2.flops_per_row() + contraction_flops(*L.contraction, 1);
     if (t > 0) exchange_width = std::max(exchange_width, L.dim_edge);
     layers_.push_back(std::move(L));
   }
@@ -200,6 +211,23 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
       R.act_offsets = off;
       R.linear_2 = NodeLinear<T>(*src.linear_2);
       last = &R.linear_2;
+      if (src.linear_mid) {
+        // Biases are added by the engine; scalar-only rows have the file's layout in ir_mul.
+        for (const model::Linear* lin : {&*src.linear_mid, &*src.linear_2})
+          for (const auto& b : lin->irreps_out)
+            if (b.ir.l() != 0)
+              throw ModelFormatError(w + ": bias readout with non-scalar " + lin->irreps_out.str());
+        check_equal(src.linear_mid->irreps_in, src.linear.irreps_out, w + ".linear_mid input");
+        check_equal(src.linear_mid->irreps_out, src.linear.irreps_out, w + ".linear_mid output");
+        R.has_mid = true;
+        R.linear_mid = NodeLinear<T>(*src.linear_mid);
+        R.bias_mid.assign(src.linear_mid->bias.begin(), src.linear_mid->bias.end());
+        R.bias_2.assign(src.linear_2->bias.begin(), src.linear_2->bias.end());
+        R.bias_mid.resize(src.linear_mid->irreps_out.dim(), T(0));
+        R.bias_2.resize(src.linear_2->irreps_out.dim(), T(0));
+      } else if (!src.linear_2->bias.empty()) {
+        throw ModelFormatError(w + ": linear_2 bias without linear_mid");
+      }
     }
     if (last->irreps_out().dim() < 1 || last->irreps_out()[0].ir.l() != 0)
       throw ModelFormatError(w + ": output " + last->irreps_out().str() +
@@ -218,13 +246,18 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     const LayerPlan<T>& L0 = layers_[0];
     std::vector<T> h0_table(static_cast<std::size_t>(S_) * L0.dim_in);
     embedding.forward(S_, onehot.data(), S_, h0_table.data(), L0.dim_in, false, false);
+    if (m.embedding) plan_embedding(m, options, h0_table.data());
     hu0_table_.resize(static_cast<std::size_t>(S_) * L0.dim_edge);
     L0.linear_up.forward(S_, h0_table.data(), L0.dim_in, hu0_table_.data(), L0.dim_edge, false,
                          false);
     if (L0.sc_on_nodes) {
       sc0_table_.resize(static_cast<std::size_t>(S_) * L0.dim_hidden);
-      L0.skip.forward(S_, sp.data(), h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
-                      false);
+      if (L0.nonlinear)
+        L0.skip_linear.forward(S_, h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
+                               false, false);
+      else
+        L0.skip.forward(S_, sp.data(), h0_table.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden,
+                        false);
     }
   }
 }

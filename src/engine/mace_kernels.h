@@ -113,6 +113,10 @@ class Mlp {
     int h_in, h_out;
     PackedMatrix<T> w, wt;  // weight_scale * W and its transpose
     std::vector<T> bias;
+    bool has_ln = false;        // LayerNorm after the bias (mace RadialMLP)
+    std::vector<T> ln_w, ln_b;  // its affine weight and bias
+    T ln_eps = T(0);
+    std::size_t ln_offset = 0;  // per-row scratch: normalised z [h_out], then 1/std
     bool has_act = false;
     ScalarAct act;
     double out_scale = 1;

@@ -274,6 +274,15 @@ Mlp<T>::Mlp(const model::Mlp& mlp, const std::string& where) {
                                " values, expected " + std::to_string(src.h_out));
       layer.bias.assign(src.bias.begin(), src.bias.end());
     }
+    if (src.layer_norm) {
+      if (src.layer_norm->weight.size() != static_cast<std::size_t>(src.h_out) ||
+          src.layer_norm->bias.size() != static_cast<std::size_t>(src.h_out))
+        throw ModelFormatError(w + ": layer_norm has the wrong width");
+      layer.has_ln = true;
+      layer.ln_w.assign(src.layer_norm->weight.begin(), src.layer_norm->weight.end());
+      layer.ln_b.assign(src.layer_norm->bias.begin(), src.layer_norm->bias.end());
+      layer.ln_eps = static_cast<T>(src.layer_norm->eps);
+    }
     if (src.activation) {
       layer.has_act = true;
       layer.act = ScalarAct::from(*src.activation, w);
@@ -281,6 +290,8 @@ Mlp<T>::Mlp(const model::Mlp& mlp, const std::string& where) {
     }
     // Scratch per row: the pre-activation z (needed for act') and the layer output, except the
     // last layer's output, which goes to y.
+    layer.ln_offset = offset;
+    if (layer.has_ln) offset += src.h_out + 1;
     layer.z_offset = offset;
     if (layer.has_act) offset += src.h_out;
     layer.a_offset = offset;
@@ -310,6 +321,23 @@ void Mlp<T>::forward(std::size_t rows, const T* x, T* y, T* scratch) const {
     if (!L.bias.empty())
       for (std::size_t r = 0; r < rows; ++r)
         for (int j = 0; j < L.h_out; ++j) z[r * ld_z + j] += L.bias[j];
+    if (L.has_ln)
+      for (std::size_t r = 0; r < rows; ++r) {
+        // torch LayerNorm: biased variance; keep xhat and 1/std for the backward.
+        T* zr = z + r * ld_z;
+        T* xhat = scratch + r * ld + L.ln_offset;
+        T mean = T(0), var = T(0);
+        for (int j = 0; j < L.h_out; ++j) mean += zr[j];
+        mean /= static_cast<T>(L.h_out);
+        for (int j = 0; j < L.h_out; ++j) var += (zr[j] - mean) * (zr[j] - mean);
+        var /= static_cast<T>(L.h_out);
+        const T inv = T(1) / std::sqrt(var + L.ln_eps);
+        for (int j = 0; j < L.h_out; ++j) {
+          xhat[j] = (zr[j] - mean) * inv;
+          zr[j] = xhat[j] * L.ln_w[j] + L.ln_b[j];
+        }
+        xhat[L.h_out] = inv;
+      }
     if (L.has_act) {
       // The derivative replaces z in the scratch: it is all the backward pass needs.
       const T c = static_cast<T>(L.out_scale * L.act.cst);
@@ -335,6 +363,22 @@ void Mlp<T>::backward(std::size_t rows, const T* scratch, T* gy, T* gx, T* work)
         const T* d = scratch + r * ld + L.z_offset;
         T* gr = g + r * ld_g;
         for (int j = 0; j < L.h_out; ++j) gr[j] *= d[j];
+      }
+    if (L.has_ln)
+      for (std::size_t r = 0; r < rows; ++r) {
+        // dz = (1/std) (gx - mean(gx) - xhat mean(gx xhat)), gx = g * ln weight.
+        const T* xhat = scratch + r * ld + L.ln_offset;
+        T* gr = g + r * ld_g;
+        T m1 = T(0), m2 = T(0);
+        for (int j = 0; j < L.h_out; ++j) {
+          gr[j] *= L.ln_w[j];
+          m1 += gr[j];
+          m2 += gr[j] * xhat[j];
+        }
+        m1 /= static_cast<T>(L.h_out);
+        m2 /= static_cast<T>(L.h_out);
+        const T inv = xhat[L.h_out];
+        for (int j = 0; j < L.h_out; ++j) gr[j] = inv * (gr[j] - m1 - xhat[j] * m2);
       }
     T* out = l == 0 ? gx : bufs[l % 2];
     const std::size_t ld_out = l == 0 ? static_cast<std::size_t>(dim_in_) : mw;

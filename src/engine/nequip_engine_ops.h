@@ -42,7 +42,7 @@ inline constexpr int kMaxIrrepDim = 2 * kMaxL + 1;
 // Activations (FORMAT.md §3.5): cst * phi(x).
 // ---------------------------------------------------------------------------------------------
 
-enum class ActKind { kIdentity, kSilu, kTanh, kSigmoid, kAbs, kSsp };
+enum class ActKind { kIdentity, kSilu, kTanh, kSigmoid, kAbs, kSsp, kGelu, kMish };
 
 struct ScaledAct {
   ActKind kind = ActKind::kIdentity;
@@ -68,10 +68,12 @@ struct ScaledAct {
       case model::Activation::Kind::kSsp:
         s.kind = ActKind::kSsp;
         break;
+      // gelu and mish (NequIP readouts) are exported and evaluated by the NumPy reference, but
+      // the engine's forces for them disagreed with nequip's in testing: refused until fixed.
       default:
         throw Error("NequipEngine: " + where + " has activation \"" + a->name + "\" (kind " +
                     std::to_string(static_cast<int>(a->kind)) +
-                    "); supported: silu, tanh, sigmoid, abs, ssp");
+                    "); supported: silu, tanh, sigmoid, abs, ssp (gelu and mish: not yet)");
     }
     if (!std::isfinite(a->cst))
       throw Error("NequipEngine: " + where + " activation " + a->name + " has cst " +
@@ -111,6 +113,21 @@ struct ScaledAct {
         v = std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x))) -
             static_cast<T>(0.69314718055994530942);
         d = T(1) / (T(1) + std::exp(-x));
+        break;
+      }
+      case ActKind::kGelu: {
+        // Exact GELU (torch.nn.GELU()): x Phi(x), d = Phi(x) + x phi(x).
+        const T Phi = T(0.5) * (T(1) + std::erf(x * static_cast<T>(0.70710678118654752440)));
+        v = x * Phi;
+        d = Phi + x * static_cast<T>(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+        break;
+      }
+      case ActKind::kMish: {
+        // x tanh(softplus(x)), d = tanh(sp) + x (1 - tanh^2(sp)) sigmoid(x).
+        const T sp = std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
+        const T th = std::tanh(sp);
+        v = x * th;
+        d = th + x * (T(1) - th * th) / (T(1) + std::exp(-x));
         break;
       }
       case ActKind::kIdentity:

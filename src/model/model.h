@@ -24,8 +24,8 @@ namespace clebsch::model {
 /// `cst * phi(x)` (FORMAT.md §3.5). Absent (std::nullopt where optional) means identity.
 struct Activation {
   /// phi, one per name of FORMAT.md §3.5.
-  enum class Kind { kSilu, kTanh, kSigmoid, kAbs, kSsp };
-  std::string name;  ///< silu, tanh, sigmoid, abs, ssp (the file's spelling of kind)
+  enum class Kind { kSilu, kTanh, kSigmoid, kAbs, kSsp, kGelu, kMish };
+  std::string name;  ///< silu, tanh, sigmoid, abs, ssp, gelu, mish (the file's spelling)
   Kind kind = Kind::kSilu;
   double cst = 1.0;  ///< finite
 };
@@ -44,6 +44,9 @@ struct Linear {
   Irreps irreps_in, irreps_out;
   std::vector<Instruction> instructions;
   std::vector<double> weight;  ///< flat; empty when there are no instructions
+  /// [dim(irreps_out)] added to the output (e3nn biases=True: non-zero on scalar outputs
+  /// only), or empty.
+  std::vector<double> bias;
 };
 
 /// e3nn TensorProduct (§4.2). The descriptor is built with the exported couplings
@@ -65,6 +68,13 @@ struct Mlp {
     std::vector<double> weight;  ///< [h_in][h_out]
     std::vector<double> bias;    ///< [h_out] or empty
     double weight_scale = 1.0;
+    /// torch LayerNorm over the layer's h_out outputs (after the bias, before the activation):
+    /// z = (z - mean) / sqrt(var + eps) * weight + bias (biased variance).
+    struct LayerNorm {
+      std::vector<double> weight, bias;  ///< [h_out]
+      double eps = 1e-5;
+    };
+    std::optional<LayerNorm> layer_norm;
     std::optional<Activation> activation;
     double out_scale = 1.0;
   };
@@ -129,8 +139,14 @@ struct Species {
 // ---------------------------------------------------------------------------------------------
 
 struct MaceRadial {
+  /// bessel: prefactor sin(w_n x)/x; gaussian: exp(coeff (x - c_n)^2); chebyshev: T_n(x),
+  /// n = 1..num_basis (mace radial_type, FORMAT.md §5).
+  enum class Basis { kBessel, kGaussian, kChebyshev };
+  Basis basis = Basis::kBessel;
   int num_basis = 0;
-  std::vector<double> bessel_weights;  ///< [num_basis]
+  std::vector<double> bessel_weights;    ///< [num_basis] (bessel)
+  std::vector<double> gaussian_centres;  ///< [num_basis] (gaussian)
+  double gaussian_coeff = 0;             ///< (gaussian)
   double prefactor = 0;
   double r_max = 0;  ///< of the basis and of the cutoff (checked equal), = Model::r_max
   double cutoff_p = 0;
@@ -167,6 +183,19 @@ struct MaceInteraction {
   bool skip_on_node_features = false;  ///< true: sc = skip_tp(h_in, o); false: M = skip_tp(M, o)
   double avg_num_neighbors = 1.0;      ///< used when !density_normalization
   std::optional<Mlp> density_mlp;      ///< used when density_normalization
+
+  /// RealAgnosticResidualNonLinearInteractionBlock (FORMAT.md §5, kind residual_nonlinear).
+  /// Then skip_tp, linear and avg_num_neighbors are unused; radial_mlp and density_mlp read
+  /// [e_e | source_embedding(o_sender) | target_embedding(o_centre)], and
+  ///   sc = skip(h); A = linear_2(gate(linear_1(M) / (beta D + alpha) + linear_res(hu))).
+  struct NonLinear {
+    Irreps irreps_nonlin;
+    Linear source_embedding, target_embedding;  ///< S x 0e -> C0 x 0e
+    Linear linear_res, linear_1, linear_2, skip;
+    Gate gate;
+    double alpha = 1.0, beta = 0.0;
+  };
+  std::optional<NonLinear> nonlinear;
 };
 
 struct MaceProduct {
@@ -181,6 +210,28 @@ struct MaceReadout {
   Linear linear;           ///< the linear readout, or linear_1
   std::optional<ScalarActivation> activation;
   std::optional<Linear> linear_2;
+  /// NonLinearBiasReadoutBlock: linear_2(act(linear_mid(act(linear_1(h))))), same activation
+  /// twice; linear_mid and linear_2 carry biases.
+  std::optional<Linear> linear_mid;
+};
+
+/// Per-structure embedding (MACE embedding_specs, FORMAT.md §5): h0 += act(concat_f emb_f) P,
+/// the same row for every atom; the readout's energy is added outside the scale.
+struct MaceEmbedding {
+  struct Feature {
+    std::string name;  ///< the per-structure input, e.g. total_charge, total_spin
+    bool categorical = true;
+    int num_classes = 0;
+    double offset = 0;
+    int dim = 0;                ///< embedding width
+    std::vector<double> table;  ///< categorical: [num_classes][dim]
+    Mlp mlp;                    ///< continuous: 1 -> dim
+  };
+  std::vector<Feature> features;
+  std::vector<double> project;  ///< [sum of dims][C]
+  int dim_out = 0;              ///< C
+  std::optional<Activation> project_activation;
+  std::optional<Linear> readout;  ///< C x 0e -> 1x0e
 };
 
 struct Mace {
@@ -192,6 +243,7 @@ struct Mace {
   std::vector<MaceReadout> readouts;
   std::vector<double> atomic_energies;  ///< [num_species]
   double scale = 1.0, shift = 0.0;
+  std::optional<MaceEmbedding> embedding;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -134,7 +134,9 @@ model::Linear parse_linear(const Node& node);
 /// @param external true: weight_source "external" (per edge), else "internal".
 model::TensorProduct parse_tensor_product(const Node& node, const char* mode, bool external);
 /// @param dim_in the width the first layer must read.
-model::Mlp parse_mlp(const Node& node, int dim_in);
+model::Mlp parse_mlp(const Node& node, int dim_in, bool allow_layer_norm = false);
+/// A linear that may carry a "bias" [dim(irreps_out)] (readouts of the newer MACE blocks).
+model::Linear parse_linear_with_bias(const Node& node);
 model::ScalarActivation parse_scalar_activation(const Node& node);
 model::Gate parse_gate(const Node& node);
 /// The symmetric contraction of MACE's products[t] (the fields inline in products[t]).
@@ -145,5 +147,15 @@ model::SymmetricContraction parse_symmetric_contraction(const Node& node);
 /// @param top the top-level fields already parsed (species, r_max, spherical harmonics).
 model::Mace parse_mace(const Node& node, const model::Model& top);
 model::Nequip parse_nequip(const Node& node, const model::Model& top);
+/// The residual_nonlinear parts of a MACE interaction (model_reader_mace_arch.cpp).
+model::MaceInteraction::NonLinear parse_nonlinear_interaction(const Node& n,
+                                                              model::MaceInteraction& I,
+                                                              const model::Model& top,
+                                                              int num_basis);
+/// The per-structure embedding of a MACE section (null: none).
+std::optional<model::MaceEmbedding> parse_mace_embedding(const Node& node, const Irreps& h0);
+/// The linear_mid / linear_2 of a nonlinear_bias readout.
+void parse_bias_readout(const Node& n, model::MaceReadout& R, const Irreps& h,
+                        const std::string& h_what);
 
 }  // namespace clebsch::model_reader

@@ -49,10 +49,18 @@ std::vector<double> species_atomic_numbers(const Node& node, const model::Model&
 
 model::MaceRadial parse_radial(const Node& rad, const model::Model& top) {
   model::MaceRadial r;
-  rad.at("basis").one_of({"bessel"});
+  const std::string basis = rad.at("basis").one_of({"bessel", "gaussian", "chebyshev"});
   r.num_basis = rad.at("num_basis").index(1, static_cast<int>(kMaxIrrepsDim));
-  r.bessel_weights = rad.at("bessel_weights").tensor({r.num_basis}, "[num_basis]");
-  r.prefactor = rad.at("prefactor").number();
+  if (basis == "bessel") {
+    r.bessel_weights = rad.at("bessel_weights").tensor({r.num_basis}, "[num_basis]");
+    r.prefactor = rad.at("prefactor").number();
+  } else if (basis == "gaussian") {
+    r.basis = model::MaceRadial::Basis::kGaussian;
+    r.gaussian_centres = rad.at("gaussian_centres").tensor({r.num_basis}, "[num_basis]");
+    r.gaussian_coeff = rad.at("gaussian_coeff").number();
+  } else {
+    r.basis = model::MaceRadial::Basis::kChebyshev;
+  }
   const Node rmax = rad.at("r_max");
   r.r_max = rmax.positive();
   if (!same_value(r.r_max, top.r_max))
@@ -130,6 +138,24 @@ model::MaceInteraction parse_interaction(const Node& n, const model::Model& top,
   const Node cls = n.at("class");
   I.cls = cls.string();
   bool residual = false, density = false;
+  if (auto kind = n.optional("kind")) {
+    kind->one_of({"residual_nonlinear"});
+    I.residual = n.at("residual").boolean();
+    I.density_normalization = n.at("density_normalization").boolean();
+    if (!I.residual || !I.density_normalization)
+      n.at("residual").fail("must be true with density_normalization for kind residual_nonlinear");
+    const Node node_in = n.at("irreps_node_in");
+    I.irreps_node_in = node_in.irreps();
+    expect_layout(node_in, I.irreps_node_in, h_in, h_in_what);
+    I.irreps_edge_attrs = n.at("irreps_edge_attrs").irreps();
+    I.irreps_edge_feats = n.at("irreps_edge_feats").irreps();
+    I.irreps_edge = n.at("irreps_edge").irreps();
+    I.irreps_mid = n.at("irreps_mid").irreps();
+    I.irreps_target = n.at("irreps_target").irreps();
+    I.irreps_hidden_out = n.at("irreps_hidden_out").irreps();
+    I.nonlinear = parse_nonlinear_interaction(n, I, top, num_basis);
+    return I;
+  }
   if (!interaction_class(I.cls, &residual, &density))
     cls.fail("is \"" + I.cls +
              "\", expected one of the RealAgnostic[Density][Residual]"
@@ -249,7 +275,12 @@ model::MaceReadout parse_readout(const Node& n, const std::vector<model::MacePro
   const Irreps& h = products[R.layer].linear.irreps_out;
   const std::string h_what = "mace.products[" + std::to_string(R.layer) + "].linear.irreps_out";
   const Irreps energy("1x0e");
-  R.nonlinear = n.at("type").one_of({"linear", "nonlinear"}) == "nonlinear";
+  const std::string type = n.at("type").one_of({"linear", "nonlinear", "nonlinear_bias"});
+  if (type == "nonlinear_bias") {
+    parse_bias_readout(n, R, h, h_what);
+    return R;
+  }
+  R.nonlinear = type == "nonlinear";
   if (!R.nonlinear) {
     const Node lin = n.at("linear");
     R.linear = parse_linear(lin);
@@ -306,6 +337,8 @@ model::Mace parse_mace(const Node& node, const model::Model& top) {
   const Node ss = node.object("scale_shift");
   m.scale = ss.at("scale").number();
   m.shift = ss.at("shift").number();
+  if (auto emb = node.optional("embedding"))
+    m.embedding = parse_mace_embedding(*emb, m.node_embedding.irreps_out);
   return m;
 }
 

@@ -54,6 +54,8 @@ int parity(model::Activation::Kind kind) {
     case model::Activation::Kind::kSilu:
     case model::Activation::Kind::kSigmoid:
     case model::Activation::Kind::kSsp:
+    case model::Activation::Kind::kGelu:
+    case model::Activation::Kind::kMish:
       return 0;
   }
   return 0;
@@ -148,12 +150,14 @@ void check_coupling(const Node& cg_node, const std::vector<double>& P, int l1, i
 std::optional<model::Activation> parse_activation(const Node& node) {
   if (node.is_null()) return std::nullopt;
   model::Activation a;
-  a.name = node.at("name").one_of({"silu", "tanh", "sigmoid", "abs", "ssp"});
+  a.name = node.at("name").one_of({"silu", "tanh", "sigmoid", "abs", "ssp", "gelu", "mish"});
   using K = model::Activation::Kind;
   a.kind = a.name == "silu"      ? K::kSilu
            : a.name == "tanh"    ? K::kTanh
            : a.name == "sigmoid" ? K::kSigmoid
            : a.name == "abs"     ? K::kAbs
+           : a.name == "gelu"    ? K::kGelu
+           : a.name == "mish"    ? K::kMish
                                  : K::kSsp;
   a.cst = node.at("cst").number();
   return a;
@@ -209,7 +213,22 @@ model::Linear parse_linear(const Node& node) {
   const std::string problem = linear_descriptor_problem(lin.irreps_in, lin.irreps_out, i_in, i_out,
                                                         path_weight, offsets, offset);
   if (!problem.empty()) node.fail(problem);
+  if (auto b = node.optional("bias"))
+    b->fail("is set, but this linear has no bias in the format (only readout linears do)");
   return lin;
+}
+
+model::Linear parse_linear_with_bias(const Node& node) {
+  const nlohmann::json& j = node.json();
+  if (j.is_object() && j.contains("bias") && !j["bias"].is_null()) {
+    nlohmann::json copy = j;
+    copy.erase("bias");
+    // The weights from a copy without the bias (same path in messages), then the bias.
+    model::Linear lin = parse_linear(Node(node.ctx(), copy, node.path()));
+    lin.bias = node.at("bias").tensor({irreps_dim(lin.irreps_out)}, "[dim(irreps_out)]");
+    return lin;
+  }
+  return parse_linear(node);
 }
 
 model::TensorProduct parse_tensor_product(const Node& node, const char* mode, bool external) {
@@ -302,7 +321,7 @@ model::TensorProduct parse_tensor_product(const Node& node, const char* mode, bo
   return tp;
 }
 
-model::Mlp parse_mlp(const Node& node, int dim_in) {
+model::Mlp parse_mlp(const Node& node, int dim_in, bool allow_layer_norm) {
   check_op(node, "mlp");
   const Node layers = node.at("layers");
   if (layers.size() == 0) layers.fail("is empty; an mlp has at least one layer");
@@ -326,6 +345,14 @@ model::Mlp parse_mlp(const Node& node, int dim_in) {
     layer.weight = w.tensor(shape);
     if (auto b = L.optional("bias")) layer.bias = b->tensor({shape[1]}, "[h_out]");
     layer.weight_scale = L.at("weight_scale").number();
+    if (auto ln = L.optional("layer_norm")) {
+      if (!allow_layer_norm) ln->fail("is set, but this mlp cannot have a LayerNorm");
+      model::Mlp::Layer::LayerNorm norm;
+      norm.weight = ln->at("weight").tensor({shape[1]}, "[h_out]");
+      norm.bias = ln->at("bias").tensor({shape[1]}, "[h_out]");
+      norm.eps = ln->at("eps").positive();
+      layer.layer_norm = std::move(norm);
+    }
     layer.activation = parse_activation(L.at("activation"));
     layer.out_scale = L.at("out_scale").number();
     width = layer.h_out;

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from lammps_harness import cleanup, run_lammps
-from structures import data_file, golden_structures, model_species, to_lammps
+from structures import data_file, golden_structures, model_species, read_safetensors, to_lammps
 
 NKTV2P_METAL = 1.6021765e6  # LAMMPS force->nktv2p for units metal
 TOL_F64 = 1e-10
@@ -38,7 +38,15 @@ def _model_params():
         return [pytest.param(None, id="models-missing")]
 
 
-def _input(model, elements, boundary, *, newton="on", extra=""):
+def _pair_args(golden_path):
+    """``charge Q spin S`` for models with per-structure embeddings (golden structure_inputs)."""
+    _, metadata = read_safetensors(golden_path)
+    inputs = json.loads(metadata["golden_json"]).get("structure_inputs") or {}
+    keyword = {"total_charge": "charge", "total_spin": "spin"}
+    return " ".join(f"{keyword[k]} {v!r}" for k, v in inputs.items())
+
+
+def _input(model, elements, boundary, *, newton="on", extra="", pair_args="", pre=""):
     return f"""
 units metal
 atom_style atomic
@@ -46,7 +54,8 @@ boundary {boundary}
 newton {newton}
 read_data data.test
 plugin load ${{plugin}}
-pair_style clebsch
+{pre}
+pair_style clebsch {pair_args}
 pair_coeff * * {model} {" ".join(elements)}
 compute pe all pe/atom
 compute sa all stress/atom NULL
@@ -61,13 +70,13 @@ run 0
 """
 
 
-def _run_golden(model_path, structure, *, nprocs=1, newton="on"):
+def _run_golden(model_path, structure, *, nprocs=1, newton="on", pair_args="", pre=""):
     elements = model_species(model_path)
     box, positions, rotation = to_lammps(structure.positions, structure.cell, structure.pbc)
     data = data_file(box, positions, structure.species + 1, len(elements))
     boundary = " ".join("p" if p else "f" for p in structure.pbc)
     run = run_lammps(
-        _input(model_path, elements, boundary, newton=newton),
+        _input(model_path, elements, boundary, newton=newton, pair_args=pair_args, pre=pre),
         nprocs=nprocs,
         files={"data.test": data},
     )
@@ -86,8 +95,14 @@ def _virial_from_row(row, keys):
 def test_golden_structures_match_python_model(model, newton):
     assert model is not None, "exported models missing"
     name, path, golden_path = model
+    _check_golden(name, path, golden_path, newton=newton)
+
+
+def _check_golden(name, path, golden_path, *, newton="on", nprocs=1, pair_args=None, pre=""):
+    if pair_args is None:
+        pair_args = _pair_args(golden_path)
     for s in golden_structures(golden_path):
-        run, rot = _run_golden(path, s, newton=newton)
+        run, rot = _run_golden(path, s, newton=newton, nprocs=nprocs, pair_args=pair_args, pre=pre)
         assert run.returncode == 0, run.output
         row = run.thermo[0]
         frame = run.dump("dump.out")[0]

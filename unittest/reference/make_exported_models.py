@@ -141,6 +141,18 @@ MACE_CASES = {
     ),
 }
 
+#: name -> case of ``potentials.tests.mace_arch_cases`` (the architectures of mace-torch's newer
+#: foundation models: MH-1-style and OMOL-style charged). Listed with ``"arch": "mace_arch"``,
+#: apart from the classic MACE models, while not every engine supports them (the CUDA engine
+#: does not yet); ``test_exported_mace_arch_golden.cpp`` reads them. Their golden files carry
+#: ``structure_inputs`` (total charge and spin) when the model has an embedding.
+MACE_ARCH_CASES = {
+    "mace_arch_mh1_style": "mh1_style",
+    "mace_arch_omol_charged": "omol_charged",
+    "mace_arch_gaussian_basis": "gaussian_basis",
+    "mace_arch_chebyshev_basis": "chebyshev_basis",
+}
+
 _ZBL = {
     "_target_": "nequip.nn.pair_potential.ZBL",
     "units": "metal",
@@ -392,7 +404,7 @@ def _work_mace(out, names, golden, seeds):
     if seeds:
         jobs = [(SEED_CASES["mace"][0], [], dict(SEED_CASES["mace"][1]), None)]
     else:
-        jobs = [(n, *MACE_CASES[n]) for n in names]
+        jobs = [(n, *MACE_CASES[n]) for n in names if n in MACE_CASES]
     entries = []
     for i, (name, features, kw, head) in enumerate(jobs):
         t0 = time.time()
@@ -422,6 +434,50 @@ def _work_mace(out, names, golden, seeds):
         print(
             f"  {name}: {path.stat().st_size / 1024:.0f} KiB, {time.time() - t0:.1f} s", flush=True
         )
+    if not seeds:
+        entries += _work_mace_arch(out, [n for n in names if n in MACE_ARCH_CASES], golden)
+    return entries
+
+
+def _work_mace_arch(out, names, golden):
+    from potentials import read_mace, write
+    from potentials.tests.mace_arch_cases import ARCH_CASES, ARCH_HEADS, build_arch_case
+
+    entries = []
+    for name in names:
+        t0 = time.time()
+        case = MACE_ARCH_CASES[name]
+        head = ARCH_HEADS.get(case)
+        model = build_arch_case(case)
+        model_json, tensors = read_mace.export_mace(model, head=head)
+        path = out / f"{name}.safetensors"
+        write.write_model(path, model_json, tensors)
+        entry = {
+            "name": name,
+            "arch": "mace_arch",
+            "file": path.name,
+            "golden": None,
+            "head": head,
+            "features": ["residual_nonlinear", "nonlinear_bias_readout"]
+            + (["embedding"] if "embedding_specs" in ARCH_CASES[case] else []),
+            "hyperparameters": {"case": case},
+            "expect": {
+                "species_Z": [int(z) for z in model.atomic_numbers],
+                "r_max": float(model.r_max),
+                "sh_lmax": int(max(ir.l for _, ir in model.spherical_harmonics.irreps_out)),
+                "num_basis": int(model.radial_embedding.out_dim),
+                "zbl": hasattr(model, "pair_repulsion"),
+                "model_dtype": "float64",
+                "embedding": hasattr(model, "joint_embedding"),
+            },
+        }
+        if golden:
+            golden_json, golden_tensors = read_mace.golden_mace(model, model_json, head=head)
+            gpath = write.golden_path_for(path)
+            write.write_golden(gpath, golden_json, golden_tensors)
+            entry["golden"] = gpath.name
+        entries.append(entry)
+        print(f"  {name}: {time.time() - t0:.1f} s", flush=True)
     return entries
 
 
@@ -525,11 +581,11 @@ def main() -> int:
         pythons[name] = path
     only = set(args.only.split(",")) if args.only else None
     plan = {
-        "mace": [n for n in MACE_CASES if only is None or n in only],
+        "mace": [n for n in [*MACE_CASES, *MACE_ARCH_CASES] if only is None or n in only],
         "nequip": [n for n in NEQUIP_CASES if only is None or n in only],
     }
     if only is not None:
-        unknown = only - set(MACE_CASES) - set(NEQUIP_CASES)
+        unknown = only - set(MACE_CASES) - set(MACE_ARCH_CASES) - set(NEQUIP_CASES)
         if unknown:
             parser.error(f"unknown case(s) {sorted(unknown)}")
     index = out / "models.json"
