@@ -235,8 +235,8 @@ nlohmann::json time_device_graph(Engine& engine, const AtomGraph& ag, const Opti
   center.upload(ag.center, ag.num_edges);
   neighbor.upload(ag.neighbor, ag.num_edges);
   vector.upload(ag.vector, 3 * ag.num_edges);
-  const clebsch::cuda::DeviceAtomGraph dg{ag.num_local,    ag.num_nodes,     ag.num_edges,
-                                          species.data(), center.data(),   neighbor.data(),
+  const clebsch::cuda::DeviceAtomGraph dg{ag.num_local,   ag.num_nodes,  ag.num_edges,
+                                          species.data(), center.data(), neighbor.data(),
                                           vector.data()};
   const clebsch::cuda::DeviceResult dr{energy.data(), nullptr, edge_gradient.data()};
   auto call = [&] {

@@ -116,7 +116,7 @@ void PairClebsch::settings(int narg, char **arg)
     defaults_taken_ = true;
   }
   Keywords k = defaults_;
-  std::vector<std::pair<std::string, std::string>> inputs;  // charge/spin: none by default too
+  std::vector<std::pair<std::string, std::string>> inputs;    // charge/spin: none by default too
   int iarg = 0;
   while (iarg < narg) {
     const std::string key = arg[iarg];

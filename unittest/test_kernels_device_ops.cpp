@@ -160,8 +160,9 @@ TEST_P(DeviceOps, MlpForwardAndBackwardMatchTheHostEngine) {
 TEST_P(DeviceOps, GeneratedSymmetricContractionMatchesTheHostEngine) {
   const model::Model& model = bundled();
   const int S = model.num_species();
-  const auto module = backend_->load(
-      {"clebsch_mace.cu", mace_kernels_source(model, Precision::kFloat64), mace_kernel_specs(model)});
+  const auto module =
+      backend_->load({"clebsch_mace.cu", mace_kernels_source(model, Precision::kFloat64),
+                      mace_kernel_specs(model)});
   for (std::size_t t = 0; t < model.mace->products.size(); ++t) {
     SCOPED_TRACE("layer " + std::to_string(t));
     const int layer = static_cast<int>(t);
@@ -187,11 +188,13 @@ TEST_P(DeviceOps, GeneratedSymmetricContractionMatchesTheHostEngine) {
     dW.upload(tab.weights);
     auto dA = up(A_dev), dgB = up(gB);
     // Garbage first: the forward must write every output, the backward every component.
-    auto dB = up(std::vector<double>(ref.size(), 1e30)), dgA = up(std::vector<double>(A_dev.size(), 1e30));
+    auto dB = up(std::vector<double>(ref.size(), 1e30)),
+         dgA = up(std::vector<double>(A_dev.size(), 1e30));
     SymConArgs sa{};
     sa.A = dA.data(), sa.species = dsp.data(), sa.weights = dW.data(), sa.rows = n;
     sa.B = dB.data();
-    backend_->launch(module->kernel(symcon_kernel_name(layer, false)), grid_for(n * C), nullptr, sa);
+    backend_->launch(module->kernel(symcon_kernel_name(layer, false)), grid_for(n * C), nullptr,
+                     sa);
     EXPECT_LE(test::rel_error(dB.download(), ref), 1e-13);
     sa.B = dgB.data(), sa.gA = dgA.data();
     backend_->launch(module->kernel(symcon_kernel_name(layer, true)), grid_for(n * C), nullptr, sa);

@@ -87,10 +87,9 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     a->bind(b);
   status_.bind(b);
   wb_.bind(b), wfb_.bind(b);
-  for (auto* a :
-       {&Y_,    &ef_,  &fc_,      &h_,   &h_prev_, &sc_,  &Mraw_, &B_,
-        &ones_, &gh_,  &gh_prev_, &gB_,  &gA_,     &gMl_, &gMraw_,     &gdens_,
-        &ghu_,  &gyT_, &gw_,      &gef_, &grho_,   &gy_,  &gz_,   &hu0_table_, &sc0_table_})
+  for (auto* a : {&Y_,  &ef_,      &fc_,   &h_,  &h_prev_, &sc_,        &Mraw_,     &B_,   &ones_,
+                  &gh_, &gh_prev_, &gB_,   &gA_, &gMl_,    &gMraw_,     &gdens_,    &ghu_, &gyT_,
+                  &gw_, &gef_,     &grho_, &gy_, &gz_,     &hu0_table_, &sc0_table_})
     a->bind(b);
   for (auto* a : {&gY_, &gE_, &gF_}) a->bind(b);
 

@@ -29,16 +29,7 @@ namespace clebsch::cuda::mace_cuda_detail {
 template <class T>
 struct Layer {
   explicit Layer(DeviceBackend& b)
-      : weights(b),
-        hu(b),
-        W(b),
-        Wf(b),
-        rho(b),
-        dedge(b),
-        dens(b),
-        Ml(b),
-        A(b),
-        Yc(b) {}
+      : weights(b), hu(b), W(b), Wf(b), rho(b), dedge(b), dens(b), Ml(b), A(b), Yc(b) {}
   bool sc_on_nodes = false, density = false;
   DeviceLinear<T> linear_up, linear, product_linear, skip;
   DeviceMlp<T> radial_mlp, density_mlp;
@@ -184,8 +175,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
   DeviceArray<unsigned long long> status_;
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, B_, ones_;
-  DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_,
-      gy_, gz_;
+  DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_,
+      gz_;
   DeviceArray<G> gY_, gE_, gF_;
 };
 

@@ -21,8 +21,8 @@ namespace clebsch::cuda {
 /// contraction's input irreps (every block of multiplicity C) in mul_ir order, the layout the
 /// skip and the interaction linear write, so that no permutation pass is needed.
 struct SymconLayout {
-  int row = 0;                       ///< width of an A row (the irreps' dim)
-  std::vector<int> base, stride;     ///< component i of channel c at base[i] + c stride[i]
+  int row = 0;                    ///< width of an A row (the irreps' dim)
+  std::vector<int> base, stride;  ///< component i of channel c at base[i] + c stride[i]
 };
 
 /// @throws ModelFormatError naming @p where when a block's multiplicity is not @p C or the
