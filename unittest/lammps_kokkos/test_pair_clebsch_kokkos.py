@@ -31,6 +31,7 @@ from test_pair_clebsch import (
     _bundled,
     _input,
     _model_params,
+    _pair_args,
     _virial_from_row,
     cuau_crystal,
 )
@@ -78,7 +79,7 @@ def test_golden_structures_match_python_model_kk(model, newton):
         box, positions, rot = to_lammps(s.positions, s.cell, s.pbc)
         boundary = " ".join("p" if p else "f" for p in s.pbc)
         run = run_lammps(
-            _input(path, elements, boundary, newton=newton),
+            _input(path, elements, boundary, newton=newton, pair_args=_pair_args(golden_path)),
             extra_args=KK,
             files={"data.test": data_file(box, positions, s.species + 1, len(elements))},
         )
