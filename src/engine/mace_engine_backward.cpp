@@ -34,33 +34,26 @@ void MaceImpl<T, G>::readouts_backward(int t, std::size_t r0, std::size_t r1) {
     const std::size_t dz = R.linear.dim_out();
     std::vector<T> gz(n * dz);
     R.linear_2.backward(n, gy.data(), dout, gz.data(), dz, false, false);
-    if (R.has_mid) {
-      const T* z2 = readout_z2_[r].data() + r0 * dz;
+    // gz *= act'(z) on the activated blocks, for the pre-activations z of either gate.
+    auto times_act_derivative = [&](const T* z) {
       for (std::size_t b = 0; b < R.acts.size(); ++b) {
         if (!R.acts[b]) continue;
         const int o0 = R.act_offsets[b], o1 = R.act_offsets[b + 1];
         for (std::size_t i = 0; i < n; ++i)
           for (int k = o0; k < o1; ++k) {
             T d;
-            R.acts[b]->value_and_derivative(z2[i * dz + k], &d);
+            R.acts[b]->value_and_derivative(z[i * dz + k], &d);
             gz[i * dz + k] *= d;
           }
       }
+    };
+    if (R.has_mid) {
+      times_act_derivative(readout_z2_[r].data() + r0 * dz);
       std::vector<T> ga(n * dz);
       R.linear_mid.backward(n, gz.data(), dz, ga.data(), dz, false, false);
       gz.swap(ga);
     }
-    const T* z = readout_z_[r].data() + r0 * dz;
-    for (std::size_t b = 0; b < R.acts.size(); ++b) {
-      if (!R.acts[b]) continue;
-      const int o0 = R.act_offsets[b], o1 = R.act_offsets[b + 1];
-      for (std::size_t i = 0; i < n; ++i)
-        for (int k = o0; k < o1; ++k) {
-          T d;
-          R.acts[b]->value_and_derivative(z[i * dz + k], &d);
-          gz[i * dz + k] *= d;
-        }
-    }
+    times_act_derivative(readout_z_[r].data() + r0 * dz);
     R.linear.backward(n, gz.data(), dz, gh, dh, true, false);
   }
 }
