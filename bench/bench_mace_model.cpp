@@ -17,6 +17,8 @@
 //                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
 //                    [--kernel-profile FILE] [--backend cuda|emulated]
 //
+// Engines: host, cuda, cuda-fused (the CUDA engine with CudaEngineOptions::fused_radial on: the
+// radial MLP's last layer inside the convolution; A/B runs).
 // --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
 // edge_batch; 0, the default, lets the engine choose).
 // --kernel-profile: after the timed calls, one more call of each CUDA engine with kernel timing
@@ -125,7 +127,8 @@ struct Options {
     if (o.model.empty() || o.structure.empty())
       throw clebsch::Error("usage: bench_mace_model --model M --structure S [--engine host,cuda]");
     for (const auto& e : o.engines)
-      if (e != "host" && e != "cuda") throw clebsch::Error("unknown engine '" + e + "'");
+      if (e != "host" && e != "cuda" && e != "cuda-fused")
+        throw clebsch::Error("unknown engine '" + e + "'");
     if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
     if (o.backend != "cuda" && o.backend != "emulated")
       throw clebsch::Error("--backend must be cuda or emulated, not '" + o.backend + "'");
@@ -135,10 +138,11 @@ struct Options {
 
 // The one place that knows how the CUDA engine is made.
 std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision precision,
-                                  const Options& opt) {
+                                  const Options& opt, bool fused_radial) {
 #if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
   clebsch::cuda::CudaEngineOptions options;
   options.deterministic = opt.deterministic;
+  options.fused_radial = fused_radial;
   options.edge_batch = opt.edge_batch;
   if (opt.backend == "emulated") options.backend = clebsch::cuda::make_emulated_backend();
   return clebsch::cuda::make_cuda_engine(model, precision, options);
@@ -146,6 +150,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
   (void)model;
   (void)precision;
   (void)opt;
+  (void)fused_radial;
   throw clebsch::Error(
 #if defined(CLEBSCH_BENCH_CUDA)
       "engine cuda: kernels/ has no CUDA engine header yet (cuda_engine.h); rebuild once "
@@ -160,7 +165,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
 std::unique_ptr<Engine> make_engine(const std::string& kind, const clebsch::model::Model& model,
                                     Precision precision, const Options& opt) {
   if (kind == "host") return std::make_unique<clebsch::MaceEngine>(model, precision);
-  return make_cuda(model, precision, opt);
+  return make_cuda(model, precision, opt, kind == "cuda-fused");
 }
 
 // Device memory in use (total - free) on the current context, sampled on a second thread.
@@ -395,7 +400,8 @@ int main(int argc, char** argv) try {
       j["precision"] = clebsch::to_string(p);
       try {
         // Constructing the sampler makes the context current first, so the baseline holds it.
-        DeviceMemorySampler memory(kind == "cuda" && opt.backend == "cuda");
+        const bool cuda = kind != "host";
+        DeviceMemorySampler memory(cuda && opt.backend == "cuda");
         const auto t0 = std::chrono::steady_clock::now();
         std::unique_ptr<Engine> engine = make_engine(kind, model, p, opt);
         EngineResult r;
@@ -430,7 +436,7 @@ int main(int argc, char** argv) try {
           f.write(reinterpret_cast<const char*>(forces.data()), forces.size() * sizeof(double));
           j["forces"] = path;
         }
-        if (kind == "cuda") {
+        if (cuda) {
           try {
             j["device_graph"] = time_device_graph(*engine, ag, opt);
           } catch (const std::exception& e) {

@@ -282,7 +282,8 @@ def main() -> int:
     engine_rows: List[Dict[str, Any]] = []
     engines = [e for e in args.engines.split(",") if e]
     for kind in engines:
-        precs = args.precisions if kind == "cuda" else args.host_precisions
+        on_gpu = kind.startswith("cuda")
+        precs = args.precisions if on_gpu else args.host_precisions
         if not args.binary or not pathlib.Path(args.binary).exists():
             engine_rows += [
                 {
@@ -306,7 +307,7 @@ def main() -> int:
             "--warmup",
             str(args.warmup),
             "--repeat",
-            str(args.repeat if kind == "cuda" else args.host_repeat),
+            str(args.repeat if on_gpu else args.host_repeat),
             "--forces-out",
             str(out_dir / "forces"),
         ]

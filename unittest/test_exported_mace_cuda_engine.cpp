@@ -190,12 +190,17 @@ std::shared_ptr<DeviceBackend> make_backend(const std::string& name) {
   return b;
 }
 
+// fused: the radial MLP's last layer inside the convolution (CudaEngineOptions::fused_radial),
+// required, so that a model falling back to the unfused form fails here; false (the engine's
+// default): unfused.
 std::unique_ptr<CudaEngine> engine_for(const model::Model& m, Precision p,
                                        const std::string& backend, bool deterministic = true,
-                                       std::size_t edge_batch = 0) {
+                                       std::size_t edge_batch = 0, bool fused = false) {
   CudaEngineOptions o;
   o.deterministic = deterministic;
   o.edge_batch = edge_batch;
+  o.fused_radial = fused;
+  o.require_fused_radial = fused;
   o.backend = make_backend(backend);
   return make_cuda_engine(m, p, o);
 }
@@ -247,6 +252,24 @@ TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
           else
             expect_within_float32_band(r, ref, s.n());
         }
+      }
+}
+
+// The fused radial form (CudaEngineOptions::fused_radial: no per-edge weights stored) against
+// the host engine, both modes, as the unfused default is in the other tests.
+TEST(MaceCudaEngine, TheFusedRadialFormMatchesTheHostEngine) {
+  for (const std::string& be : backends())
+    for (const Case& c : mace_cases())
+      for (bool det : {true, false}) {
+        SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic"));
+        MaceEngine host(c.model, Precision::kFloat64);
+        const System s = periodic_cell(c.model.num_species(), 11, c.model.r_max);
+        auto dev = engine_for(c.model, Precision::kFloat64, be, det, 0, true);
+        EngineResult ref, r;
+        host.compute(graph_of(s), ref, nullptr);
+        dev->compute(graph_of(s), r, nullptr);
+        ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);
+        expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
       }
 }
 

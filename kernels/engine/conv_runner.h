@@ -25,10 +25,11 @@ ConvBuffers batch_conv_buffers(const DeviceEdgeOrderings& edges, std::size_t bat
 class ConvRunner {
  public:
   /// Builds the problem of @p tp, schedules it for @p backend's limits (retrying with fewer warps
-  /// per block while shared memory does not fit), emits, compiles and loads the module.
+  /// per block while shared memory does not fit), emits, compiles and loads the module;
+  /// @p fused_hidden > 0: in the fused radial form (TpProblem::with_fused_radial).
   /// @throws CapacityError for an unsupported product; CudaError.
   ConvRunner(DeviceBackend& backend, const TensorProduct& tp, DType dtype,
-             Accumulation accumulation, ScheduleOptions options = {});
+             Accumulation accumulation, ScheduleOptions options = {}, int fused_hidden = 0);
   ~ConvRunner();
   ConvRunner(const ConvRunner&) = delete;
   ConvRunner& operator=(const ConvRunner&) = delete;

@@ -112,15 +112,34 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       L.density_mlp = DeviceMlp<T>(b, *in.density_mlp, w + ".density_mlp");
     else
       L.inv_avg = 1.0 / in.avg_num_neighbors;
-    L.conv = std::make_unique<ConvRunner>(b, in.conv_tp.descriptor, dt_, acc);
+    // The fused radial form where the MLP ends in a plain linear layer and the product's
+    // schedule has it (the unrolled CG form); else the weights are made by the MLP.
+    if (options.fused_radial && L.radial_mlp.last_layer_is_linear()) {
+      try {
+        L.conv = std::make_unique<ConvRunner>(b, in.conv_tp.descriptor, dt_, acc, ScheduleOptions{},
+                                              L.radial_mlp.dim_hidden());
+        L.fused = true;
+      } catch (const CapacityError&) {
+        if (options.require_fused_radial) throw;
+        L.conv.reset();
+      }
+    } else if (options.fused_radial && options.require_fused_radial) {
+      throw CapacityError(w +
+                          ".radial_mlp: its last layer has an activation or a bias; the "
+                          "fused radial form needs a plain linear last layer");
+    }
+    if (!L.conv) L.conv = std::make_unique<ConvRunner>(b, in.conv_tp.descriptor, dt_, acc);
     L.dim_in = in.linear_up.irreps_in.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();
     L.dim_y = in.conv_tp.descriptor.irreps_in2().dim();
     L.numel = in.conv_tp.descriptor.weight_numel();
+    L.conv_width = L.fused ? L.radial_mlp.dim_hidden() : L.numel;
     L.dim_target = in.linear.irreps_out.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
-    const std::size_t weights = static_cast<std::size_t>(L.numel) * (apply_cutoff_ ? 1 : 2);
+    // The fused form's hidden rows are in the MLP's scratch; only their cut copy is extra.
+    const std::size_t weights = L.fused ? (apply_cutoff_ ? 0 : std::size_t(L.conv_width))
+                                        : std::size_t(L.numel) * (apply_cutoff_ ? 1 : 2);
     budget_.keep_per_edge += weights + L.radial_mlp.scratch_per_row();
     // In batches one batch's weights are held at a time (wb_, wfb_), but every layer's radial
     // MLP keeps its own activations at the batch's size.
@@ -135,7 +154,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   {
     // Plus the weight gradients, one layer at a time.
     std::size_t max_numel = 0;
-    for (const Layer<T>& L : layers_) max_numel = std::max(max_numel, std::size_t(L.numel));
+    for (const Layer<T>& L : layers_) max_numel = std::max(max_numel, std::size_t(L.conv_width));
     budget_.keep_per_edge += max_numel;
     budget_.batch_per_edge += batch_weights_per_edge + max_numel;
   }
@@ -259,7 +278,10 @@ void MaceCuda<T, G>::validate_vectors(std::size_t num_edges, const int* species,
 
 template <class T, class G>
 void MaceCuda<T, G>::drop_kept_weights() {
-  for (Layer<T>& Lp : layers_) Lp.W.release(), Lp.Wf.release(), Lp.radial_mlp.release_scratch();
+  for (Layer<T>& Lp : layers_) {
+    Lp.W.release(), Lp.Wf.release(), Lp.radial_mlp.release_scratch();
+    Lp.kept = {};
+  }
   gw_.release();
 }
 

@@ -111,22 +111,26 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
   for (std::size_t bt = 0; bt < batches; ++bt) {
     const auto [e0, r0, n] = edge_batch(bt);
     if (n == 0) continue;
-    const T* w = keep_weights_ ? (apply_cutoff_ ? Lp.W.data() : Lp.Wf.data())
-                               : batch_weights(t, bt, wb_, wfb_, s);
-    const T* w_raw = keep_weights_ ? Lp.W.data() : wb_.data();
-    gw_.resize(n * Lp.numel);
-    ConvBuffers cb = conv_buffers(Lp, bt, w);
+    const BatchWeights bw = keep_weights_ ? BatchWeights{Lp.kept.raw, Lp.kept.conv}
+                                          : batch_weights(t, bt, wb_, wfb_, s);
+    // dE/dW, or in the fused form dE/dh of the MLP's last hidden rows.
+    gw_.resize(n * Lp.conv_width);
+    ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
     cb.grad_out = gMraw_.data() + r0 * Lp.dim_mid;
     cb.grad_x = t > 0 ? ghu_.data() : nullptr;
     cb.accumulate_grad_x = batches > 1;
     cb.grad_y = gyT_.data() + e0 * Lp.dim_y;
-    cb.grad_w = gw_.data();
+    (Lp.fused ? cb.grad_h : cb.grad_w) = gw_.data();
     Lp.conv->run(s, Pass::kBackward, cb);
     if (!apply_cutoff_) {
-      MaceCutArgs c{w_raw, nullptr, fc_.data() + e0, gw_.data(), gF_.data() + e0, n, Lp.numel};
+      MaceCutArgs c{bw.raw,          nullptr, fc_.data() + e0, gw_.data(),
+                    gF_.data() + e0, n,       Lp.conv_width};
       b.launch(*k_cut_bwd_, grid_for(n), s, c);
     }
-    Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+    if (Lp.fused)
+      Lp.radial_mlp.backward_hidden(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+    else
+      Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
   }
   {
     AxpbyArgs a{};

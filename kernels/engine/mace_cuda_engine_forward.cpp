@@ -81,9 +81,10 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
   Mraw_.resize(L_ * Lp.dim_mid);
   for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
     // One batch: the weights stay in the layer for its backward.
-    const T* w =
+    const BatchWeights bw =
         keep_weights_ ? batch_weights(t, bt, Lp.W, Lp.Wf, s) : batch_weights(t, bt, wb_, wfb_, s);
-    ConvBuffers cb = conv_buffers(Lp, bt, w);
+    if (keep_weights_) Lp.kept.raw = bw.raw, Lp.kept.conv = bw.conv;
+    ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
     cb.out = Mraw_.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lp.dim_mid;
     Lp.conv->run(s, Pass::kForward, cb);
   }

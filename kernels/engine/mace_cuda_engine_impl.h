@@ -31,6 +31,11 @@ struct Layer {
   explicit Layer(DeviceBackend& b)
       : weights(b), hu(b), W(b), Wf(b), rho(b), dedge(b), dens(b), Ml(b), A(b), Yc(b) {}
   bool sc_on_nodes = false, density = false;
+  // The convolution in the fused radial form (TpProblem::fused_hidden): it reads the radial
+  // MLP's last hidden rows and makes the weights per edge tile; conv_width is then the hidden
+  // width, else the weight count.
+  bool fused = false;
+  int conv_width = 0;
   DeviceLinear<T> linear_up, linear, product_linear, skip;
   DeviceMlp<T> radial_mlp, density_mlp;
   std::unique_ptr<ConvRunner> conv;
@@ -42,6 +47,10 @@ struct Layer {
   // Per call, kept from the forward for the backward. A: the skip's output (when the skip acts
   // on the messages), the contraction's input.
   DeviceArray<T> hu, W, Wf, rho, dedge, dens, Ml, A, Yc;
+  // With the weights kept (one batch): what the forward's batch_weights() returned.
+  struct {
+    const T *raw = nullptr, *conv = nullptr;
+  } kept;
 
   /// The contraction's input: the skip's output, or the messages when the skip acts on nodes.
   const T* contraction_input() const { return sc_on_nodes ? Ml.data() : A.data(); }
@@ -118,23 +127,42 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   void edge_backward(int t, Stream s);
   void backward_tail(int t, GhostExchange* exchange, Stream s);
 
-  // The weights of batch @p b of layer t into wb (and the cut ones into wfb); returns the
-  // convolution's weights.
-  const T* batch_weights(int t, std::size_t b, DeviceArray<T>& wb, DeviceArray<T>& wfb, Stream s) {
+  // The radial stage of batch @p b of layer t: the MLP's output (the weights, into wb; in the
+  // fused form its last hidden rows, in the MLP's scratch) as raw and, cut by the cutoff when
+  // the model asks (into wfb), as the convolution's input.
+  struct BatchWeights {
+    const T *raw, *conv;
+  };
+  BatchWeights batch_weights(int t, std::size_t b, DeviceArray<T>& wb, DeviceArray<T>& wfb,
+                             Stream s) {
     Layer<T>& Lp = layers_[t];
     const EdgeBatch eb = edge_batch(b);
-    wb.resize(eb.n * Lp.numel);
-    Lp.radial_mlp.forward(*gk_, eb.n, ef_.data() + eb.e0 * nb_, wb.data(), s);
-    if (apply_cutoff_) return wb.data();
-    wfb.resize(eb.n * Lp.numel);
-    MaceCutArgs c{wb.data(), wfb.data(), fc_.data() + eb.e0, nullptr, nullptr, eb.n, Lp.numel};
-    backend_->launch(*k_cut_fwd_, grid_for(eb.n * Lp.numel), s, c);
-    return wfb.data();
+    const T* ef = ef_.data() + eb.e0 * nb_;
+    const T* raw;
+    if (Lp.fused) {
+      raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, ef, s);
+    } else {
+      wb.resize(eb.n * Lp.numel);
+      Lp.radial_mlp.forward(*gk_, eb.n, ef, wb.data(), s);
+      raw = wb.data();
+    }
+    if (apply_cutoff_) return {raw, raw};
+    // The cutoff scales each edge's weights; in the fused form, equally, its hidden row.
+    wfb.resize(eb.n * Lp.conv_width);
+    MaceCutArgs c{raw, wfb.data(), fc_.data() + eb.e0, nullptr, nullptr, eb.n, Lp.conv_width};
+    backend_->launch(*k_cut_fwd_, grid_for(eb.n * Lp.conv_width), s, c);
+    return {raw, wfb.data()};
   }
-  // Layer Lp's convolution of batch @p batch with its weights @p w.
+  // Layer Lp's convolution of batch @p batch with its radial input @p w (weights, or hidden
+  // rows in the fused form).
   ConvBuffers conv_buffers(const Layer<T>& Lp, std::size_t batch, const T* w) const {
-    return batch_conv(batch, Lp.hu.data(), Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data(), Lp.dim_y,
-                      w);
+    ConvBuffers cb =
+        batch_conv(batch, Lp.hu.data(), Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data(), Lp.dim_y, w);
+    if (Lp.fused) {
+      cb.h = cb.w, cb.w = nullptr;
+      cb.w4 = Lp.radial_mlp.last_weights(), cb.w4t = Lp.radial_mlp.last_weights_t();
+    }
+    return cb;
   }
 
   // Profiling (CudaEngineOptions::profile): ends the current phase.

@@ -68,7 +68,8 @@ std::string ModuleEmitter::run() {
   w("// Frobenius-normalised wigner_3j times the path coefficient, as literals.");
   w("typedef " + std::string(p_.dtype() == DType::kFloat32 ? "float" : "double") + " real;");
   w("constexpr int kDim1 = " + str(p_.dim_in1()) + ", kDim2 = " + str(p_.dim_in2()) +
-    ", kDimOut = " + str(p_.dim_out()) + ", kNumWeights = " + str(p_.weight_numel()) + ";");
+    ", kDimOut = " + str(p_.dim_out()) + ", kNumWeights = " + str(p_.weight_numel()) +
+    ", kHidden = " + str(p_.fused_hidden()) + ";");
   w("constexpr int kWarps = " + str(s_.options.warps_per_block) + ";");
   w(std::string("constexpr bool kDeterministic = ") +
     (p_.accumulation() == Accumulation::kDeterministic ? "true" : "false") + ";");
@@ -86,6 +87,8 @@ std::string ModuleEmitter::run() {
     w("");
     w("// ==== " + to_string(ps.pass) + " pass " + std::string(60, '='));
     emit_config(w, ps);
+    fused_ = fused_pass(p_, ps.pass);
+    fused_pass_ = ps.pass;
     for (std::size_t g = 0; g < ps.groups.size(); ++g) {
       const bool mat = matrix(ps.pass);
       if (is_receiver_pass(ps.pass)) {
@@ -103,6 +106,7 @@ std::string ModuleEmitter::run() {
       }
     }
   }
+  fused_ = false;
   return w.str();
 }
 
@@ -131,6 +135,11 @@ void ModuleEmitter::emit_config(Writer& w, const PassSchedule& ps) {
   w(std::string("  static constexpr bool kReceiverRows = ") +
     (is_receiver_pass(ps.pass) ? "true" : "false") + ";");
   if (looped_) w("  static constexpr int kMOffset = " + str(sm.m_offset) + ";");
+  w("  static constexpr int kHsOffset = " + str(sm.hs_offset) +
+    ", kWsOffset = " + str(sm.ws_offset) + ", kGwsOffset = " + str(sm.gws_offset) + ";");
+  w("  static constexpr int kSub = " + str(std::max(1, sm.sub_tile)) +
+    ", kWsStride = " + str(sm.ws_stride) + ";");
+  w(std::string("  static constexpr bool kFused = ") + (sm.sub_tile > 0 ? "true" : "false") + ";");
   w("};");
 }
 

@@ -130,6 +130,8 @@ class ModuleEmitter {
   };
   std::vector<Field> operand_fields(const Group& g, bool with_d, bool with_g);
   void emit_ops_and_load(Writer& w, const Group& g, bool dbl, bool sender);
+  /// The fused radial form's constants and column maps of group @p g (fused_ passes).
+  void emit_fused_constants(Writer& w, const Group& g);
   void emit_compute_prologue(Writer& w, const Group& g, bool dbl, bool sender);
 
   // ---- constant tables (emit_conv_tables.cpp) -----------------------------------------------
@@ -188,6 +190,10 @@ class ModuleEmitter {
   bool any_matrix_ = false;
   bool forward_mma_ = false;  // a (double) forward group on the tensor cores (Group::unit)
   bool any_mma_ = false;      // a group of any pass on the tensor cores
+  // The pass being emitted runs in the fused radial form (fused_pass()): its groups read W from
+  // the lane's shared-memory weights row and the sender groups write dE/dW there.
+  bool fused_ = false;
+  Pass fused_pass_ = Pass::kForward;
 };
 
 }  // namespace clebsch::cuda::emit_detail

@@ -31,6 +31,7 @@ void ModuleEmitter::emit_sender_group(Writer& w, const PassSchedule& ps, int gi)
   w("const bool ok = u < " + str(g.mul) + ";");
   w("(void)ok;");
   emit_compute_prologue(w, g, dbl, true);
+  int jw = 0;  // the fused form's weight index (for_each_weight's order)
   for (int n : g.paths) {
     const TpPath& path = p_.paths()[n];
     const TpBlock &b1 = p_.in1()[path.in1], &b2 = p_.in2()[path.in2];
@@ -94,8 +95,13 @@ void ModuleEmitter::emit_sender_group(Writer& w, const PassSchedule& ps, int gi)
             expr = "madd(" + xn(path.in1, i) + ", " + r("cpa", i) + ", madd(" + dxn(path.in1, i) +
                    ", " + r("ca", i) + ", " + expr + "))";
         }
-        w("if (gw && ok) stcs(gw + " + str(path.weight_offset) + " + u * " + str(b2.mul) + " + " +
-          str(v) + ", " + expr + ");");
+        if (fused_)
+          // The lane's row of the sub-tile's weight gradients in shared memory (zero for an idle
+          // lane, which contract_gh reads too).
+          w("gw[" + str(32 * jw++) + "] = ok ? " + expr + " : real(0);");
+        else
+          w("if (gw && ok) stcs(gw + " + str(path.weight_offset) + " + u * " + str(b2.mul) + " + " +
+            str(v) + ", " + expr + ");");
       }
       w.close();
     }

@@ -213,9 +213,13 @@ std::vector<ModuleEmitter::Field> ModuleEmitter::operand_fields(const Group& g, 
       if (with_d) f.push_back({dxn(a, i), "(ok && dx) ? ldg(dx + " + at + ") : real(0)"});
     }
   }
+  int j = 0;  // the fused form's weight index: the lane's weights row ws holds weight j at j * 32
   for_each_weight(g, [&](const TpPath& path, int n, int v, int m2) {
     const std::string at = str(path.weight_offset) + " + u * " + str(m2) + " + " + str(v);
-    f.push_back({wn(n, v), "(ok && w) ? ldcs(w + " + at + ") : real(0)"});
+    if (fused_)
+      f.push_back({wn(n, v), "ok ? ws[" + str(32 * j++) + "] : real(0)"});
+    else
+      f.push_back({wn(n, v), "(ok && w) ? ldcs(w + " + at + ") : real(0)"});
     if (with_d) f.push_back({dwn(n, v), "(ok && dw) ? ldcs(dw + " + at + ") : real(0)"});
   });
   if (with_g)
@@ -236,13 +240,47 @@ void ModuleEmitter::emit_ops_and_load(Writer& w, const Group& g, bool dbl, bool 
   std::vector<std::string> names;
   for (const Field& f : fields) names.push_back(f.name);
   emit_ops_struct(w, names);
+  if (fused_) emit_fused_constants(w, g);
   w.open(std::string("CLEBSCH_INLINE static void load(const ConvArgs& a, int s, ") +
-         (sender ? "int r, " : "") + "int e, int u, Ops& o) {");
+         (sender ? "int r, " : "") + "int e, int u, Ops& o" + (fused_ ? ", const real* ws" : "") +
+         ") {");
   w("const bool ok = s >= 0 && u < " + str(g.mul) + ";");
   emit_row_pointers(w, "ok", dbl, sender);
-  w(std::string("(void)x, (void)w") + (dbl ? ", (void)dx, (void)dw" : "") + ";");
+  w(std::string("(void)x, (void)w") + (dbl ? ", (void)dx, (void)dw" : "") +
+    (fused_ ? ", (void)ws" : "") + ";");
   for (const Field& f : fields) w("o." + f.name + " = " + f.expr + ";");
   w.close();
+}
+
+// The fused radial form's description of a group (conv_passes.cuh.in's make_weights and
+// contract_gh read it): its multiplicity, its kJ weights per lane, weight j of channel u at
+// column wcol(j) + u wmul(j) of a W row, and whether it is the first group of the pass to
+// write dE/dh (it stores; later groups and chunks add).
+void ModuleEmitter::emit_fused_constants(Writer& w, const Group& g) {
+  std::vector<int> col, mul;
+  for_each_weight(g, [&](const TpPath& path, int, int v, int m2) {
+    col.push_back(path.weight_offset + v);
+    mul.push_back(m2);
+  });
+  const PassSchedule& ps = s_.pass(fused_pass_);
+  bool first = !col.empty();
+  for (const Group& other : ps.groups) {
+    if (&other == &g) break;
+    if (group_weights(p_, other) > 0) first = false;
+  }
+  w("static constexpr int kMul = " + str(g.mul) + ", kJ = " + str(int(col.size())) + ";");
+  w(std::string("static constexpr bool kFirstGh = ") + (first ? "true" : "false") + ";");
+  // Functions, not constexpr arrays: device code may not index a host constexpr array.
+  for (const auto& [name, v] :
+       {std::pair<std::string, const std::vector<int>*>{"wcol", &col}, {"wmul", &mul}}) {
+    w.open("CLEBSCH_INLINE static int " + name + "(int j) {");
+    w.open("switch (j) {");
+    for (std::size_t j = 0; j < v->size(); ++j)
+      w("case " + str(int(j)) + ": return " + str((*v)[j]) + ";");
+    w.close();
+    w("return 0;");
+    w.close();
+  }
 }
 
 // At the top of compute(): the operands as named values, the staged attributes Y (and dY).

@@ -30,9 +30,9 @@ NvrtcModule build_module(const std::string& source, const std::string& name,
 }
 
 // The host struct must match the device one member for member: pointers then 64-bit counts.
-static_assert(sizeof(ConvArgs) == 16 * sizeof(void*) + 5 * sizeof(long long),
+static_assert(sizeof(ConvArgs) == 20 * sizeof(void*) + 5 * sizeof(long long),
               "ConvArgs must have no padding");
-static_assert(offsetof(ConvArgs, num_edges) == 16 * sizeof(void*), "ConvArgs layout");
+static_assert(offsetof(ConvArgs, num_edges) == 20 * sizeof(void*), "ConvArgs layout");
 
 }  // namespace
 
@@ -152,7 +152,14 @@ std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers
   const bool edges = b.num_edges > 0;
   if (edges && (!b.sender || !b.receiver)) return fail("sender/receiver arrays are null");
   if (edges && (!b.x || !b.y)) return fail("x or Y is null");
-  if (edges && problem.weight_numel() > 0 && !b.w) return fail("W is null");
+  const bool fused = fused_pass(problem, pass);
+  if (fused) {
+    if (edges && (!b.h || !b.w4)) return fail("the fused radial form needs h and w4");
+    if (b.grad_w) return fail("the fused radial form writes grad_h, not grad_w");
+    if (edges && b.grad_h && !b.w4t) return fail("grad_h needs w4t");
+  } else if (edges && problem.weight_numel() > 0 && !b.w) {
+    return fail("W is null");
+  }
   switch (pass) {
     // No receiver (a rank without atoms): nothing to write, and no buffer to write it to.
     case Pass::kForward:
@@ -163,7 +170,8 @@ std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers
       break;
     case Pass::kBackward:
     case Pass::kDoubleBackward:
-      if (!b.grad_x && !b.grad_y && !b.grad_w) return fail("no output requested");
+      if (!b.grad_x && !b.grad_y && !b.grad_w && !(fused && b.grad_h))
+        return fail("no output requested");
       if (edges && !b.grad_out) return fail("grad_out is null");
       break;
   }
@@ -194,7 +202,7 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
     return o;
   }
   // The last group so far that wrote each in1 (grad_x) and in2 (grad_Y) block of a sender pass.
-  std::vector<int> last_x, last_y;
+  std::vector<int> last_x, last_y, last_h;
   for (std::size_t g = 0; g < n; ++g) {
     const Group& group = ps.groups[g];
     const int s = int(g % std::size_t(streams));
@@ -212,6 +220,8 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
     };
     for (int a : group.in1_blocks) after(last_x, a);
     for (int b : group.in2_blocks) after(last_y, b);
+    // The fused radial form: every group adds to the edges' dE/dh.
+    if (ps.smem.gws_offset >= 0) after(last_h, 0);
     for (int before : latest)
       if (before >= 0) {
         o.waits[g].push_back(before);
@@ -235,6 +245,10 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
   a.dx = b.dx, a.dy = b.dy, a.dw = b.dw;
   a.out = pass == Pass::kDoubleForward ? b.grad_grad_out : receiver ? b.out : nullptr;
   if (!receiver) a.grad_x = b.grad_x, a.grad_y = b.grad_y, a.grad_w = b.grad_w;
+  if (fused_pass(problem, pass)) {
+    a.h = b.h, a.w4 = b.w4, a.w4t = b.w4t;
+    if (!receiver) a.grad_h = b.grad_h;
+  }
   a.sender = b.sender, a.receiver = b.receiver;
   a.status = status;
   a.num_edges = b.num_edges, a.num_senders = b.num_senders, a.num_receivers = b.num_receivers;
@@ -258,8 +272,15 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
       if (!a.accumulate_grad_x) clear(a.grad_x, b.num_senders, problem.dim_in1());
       clear(a.grad_y, b.num_edges, problem.dim_in2());
       clear(a.grad_w, b.num_edges, problem.weight_numel());
+      clear(a.grad_h, b.num_edges, problem.fused_hidden());
     }
     return plan;
+  }
+  // A fused backward whose groups have no weights writes no dE/dh (the rest is zero).
+  if (a.grad_h) {
+    bool weighted = false;
+    for (const Group& g : ps.groups) weighted |= group_weights(problem, g) > 0;
+    if (!weighted) clear(a.grad_h, b.num_edges, problem.fused_hidden());
   }
   // Atomic mode accumulates into the outputs that several warps share: clear them first.
   if (!deterministic) {

@@ -49,6 +49,14 @@ struct ConvBuffers {
   void* grad_y = nullptr;
   void* grad_w = nullptr;
   void* grad_grad_out = nullptr;  ///< double forward
+  /// The fused radial form (TpProblem::fused_hidden; forward and backward, which then read no
+  /// w and write no grad_w): the radial MLP's last hidden rows [num_edges][fused_hidden], its
+  /// last layer [fused_hidden][weight_numel] and that transposed [weight_numel][fused_hidden];
+  /// grad_h [num_edges][fused_hidden] receives dE/dh (backward).
+  const void* h = nullptr;
+  const void* w4 = nullptr;
+  const void* w4t = nullptr;
+  void* grad_h = nullptr;
   /// Sender passes: add this call's grad_x to what grad_x holds (the caller zeroed it once)
   /// instead of clearing or storing over it, so that the edges can come in several batches.
   bool accumulate_grad_x = false;
@@ -67,6 +75,10 @@ struct ConvArgs {
   void* grad_x;
   void* grad_y;
   void* grad_w;
+  const void* h;
+  const void* w4;
+  const void* w4t;
+  void* grad_h;
   const int* sender;
   const int* receiver;
   const int* ptr;
@@ -94,7 +106,7 @@ struct LaunchPlan {
     std::size_t bytes;
   };
   ConvArgs args;
-  Clear clears[3];
+  Clear clears[4];
   int num_clears = 0;
   int num_launches = 0;
   unsigned grid_x = 0, threads = 0, shared_bytes = 0;

@@ -121,6 +121,17 @@ int TpProblem::dim(const std::vector<TpBlock>& blocks) {
   return d;
 }
 
+TpProblem TpProblem::with_fused_radial(int hidden) const {
+  if (hidden < 0 || hidden > kMaxFusedHidden)
+    throw Error("fused radial form: hidden width " + std::to_string(hidden) + " outside [0, " +
+                std::to_string(kMaxFusedHidden) + "]");
+  if (hidden > 0 && weight_numel_ == 0)
+    throw Error("fused radial form: the product has no per-edge weights");
+  TpProblem p = *this;
+  p.fused_hidden_ = hidden;
+  return p;
+}
+
 int TpProblem::max_mul() const {
   int m = 0;
   for (const TpBlock& b : in1_) m = std::max(m, b.mul);
@@ -206,6 +217,8 @@ std::uint64_t TpProblem::hash() const {
   h.i(weight_numel_);
   h.i(static_cast<int>(dtype_));
   h.i(static_cast<int>(accumulation_));
+  // Appended only when on, so that the unfused problems keep the hashes they had.
+  if (fused_hidden_ > 0) h.s("fused-radial"), h.i(fused_hidden_);
   return h.value();
 }
 
@@ -216,12 +229,14 @@ std::string TpProblem::str() const {
   os << blocks_str(in1_) << " x " << blocks_str(in2_) << " -> " << blocks_str(out_) << " | "
      << paths_.size() << " uvu paths | " << weight_numel_ << " weights/edge | " << to_string(dtype_)
      << " | " << to_string(accumulation_);
+  if (fused_hidden_ > 0) os << " | fused radial, " << fused_hidden_ << " hidden";
   return os.str();
 }
 
 bool TpProblem::operator==(const TpProblem& o) const {
   return in1_ == o.in1_ && in2_ == o.in2_ && out_ == o.out_ && paths_ == o.paths_ &&
-         weight_numel_ == o.weight_numel_ && dtype_ == o.dtype_ && accumulation_ == o.accumulation_;
+         weight_numel_ == o.weight_numel_ && dtype_ == o.dtype_ &&
+         accumulation_ == o.accumulation_ && fused_hidden_ == o.fused_hidden_;
 }
 
 }  // namespace clebsch::cuda

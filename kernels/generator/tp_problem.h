@@ -24,11 +24,13 @@
 namespace clebsch::cuda {
 
 /// Version of the generator; changes whenever the emitted source changes for the same problem.
-inline constexpr int kGeneratorVersion = 2;
+inline constexpr int kGeneratorVersion = 3;
 /// Largest l of any operand the generated kernels accept.
 inline constexpr int kMaxKernelL = 8;
 /// Largest multiplicity of an edge-attribute (second operand) block: its channels are unrolled.
 inline constexpr int kMaxKernelMul2 = 8;
+/// Largest hidden width of the fused radial form (TpProblem::fused_hidden).
+inline constexpr int kMaxFusedHidden = 256;
 
 /// How contributions of several edges to one output row are combined.
 enum class Accumulation {
@@ -87,6 +89,15 @@ class TpProblem {
   Accumulation accumulation() const { return accumulation_; }
   /// Largest multiplicity of a block of the first operand (= of the output in uvu).
   int max_mul() const;
+  /// The fused radial form (0: off): the forward and backward passes do not read the per-edge
+  /// weights W but compute them per edge tile as W = h W4 from the last hidden layer of the
+  /// radial MLP (h [num_edges][fused_hidden()], W4 [fused_hidden()][weight_numel()]), and the
+  /// backward writes dE/dh instead of dE/dW, so that no edges x weights tensor exists. The
+  /// double passes keep reading W.
+  int fused_hidden() const { return fused_hidden_; }
+  /// This problem in the fused radial form with @p hidden values per edge (0: off).
+  /// @throws Error for hidden < 0 or above kMaxFusedHidden, or a problem without weights.
+  TpProblem with_fused_radial(int hidden) const;
 
   /// Checks internal consistency: contiguous block offsets, indices in range, uvu rules (mul1 ==
   /// mul_out, parity, triangle), weight ranges inside [0, weight_numel) without overlap, CG
@@ -112,6 +123,7 @@ class TpProblem {
   int weight_numel_;
   DType dtype_;
   Accumulation accumulation_;
+  int fused_hidden_ = 0;
 };
 
 /// e3nn-style irreps string of a block list ("128x0e+128x1o").

@@ -361,6 +361,19 @@ bool is_double_pass(Pass pass) {
   return pass == Pass::kDoubleForward || pass == Pass::kDoubleBackward;
 }
 
+bool fused_pass(const TpProblem& problem, Pass pass) {
+  return problem.fused_hidden() > 0 && (pass == Pass::kForward || pass == Pass::kBackward);
+}
+
+int group_weights(const TpProblem& problem, const Group& g) {
+  int n = 0;
+  for (int p : g.paths) {
+    const TpPath& path = problem.paths()[std::size_t(p)];
+    if (path.has_weight) n += problem.in2()[std::size_t(path.in2)].mul;
+  }
+  return n;
+}
+
 int PassSchedule::units() const {
   int n = 0;
   for (const Group& g : groups) n += g.chunks;
@@ -376,6 +389,15 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
         " does not fit max_threads_per_block=" + std::to_string(limits.max_threads_per_block));
   if (options.max_tile < 1 || options.max_tile_atomic < 1)
     throw Error("max_tile and max_tile_atomic must be >= 1");
+  if (problem.fused_hidden() > 0) {
+    if (options.fused_sub_tile < 1 || options.fused_sub_tile > 32)
+      throw Error("fused_sub_tile must be in [1, 32]");
+    // The weights are read where the unrolled forms load W; the matrix and looped forms have
+    // no such place yet.
+    if (uses_looped_cg(problem, options))
+      throw CapacityError("the fused radial form needs the unrolled CG form (" + problem.str() +
+                          " is looped)");
+  }
   const int elem = size_of(problem.dtype());
   const int budget =
       problem.dtype() == DType::kFloat32 ? options.budget_float32 : options.budget_float64;
@@ -425,6 +447,20 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
       sm.m_offset = at;
       at = round_up(at + matrix_scratch_elements(problem, pass) * elem, 16);
     }
+    if (fused_pass(problem, pass)) {
+      int most = 0;
+      for (const Group& g : ps.groups) most = std::max(most, group_weights(problem, g));
+      sm.sub_tile = std::min(options.fused_sub_tile, tile);
+      sm.ws_stride = std::max(1, most) * kWarpSize;
+      sm.hs_offset = at;
+      at = round_up(at + sm.sub_tile * problem.fused_hidden() * elem, 16);
+      sm.ws_offset = at;
+      at = round_up(at + sm.sub_tile * sm.ws_stride * elem, 16);
+      if (!is_receiver_pass(pass)) {
+        sm.gws_offset = at;
+        at = round_up(at + sm.sub_tile * sm.ws_stride * elem, 16);
+      }
+    }
     sm.bytes_per_warp = at;
 
     LaunchConfig& lc = ps.launch;
@@ -461,6 +497,7 @@ std::string Schedule::str() const {
     os << "; " << to_string(p.pass) << ": " << p.groups.size() << " groups, " << p.units()
        << " units, tile " << p.smem.tile << ", " << p.launch.warps_per_block << " warps, "
        << p.launch.shared_bytes << " B shared";
+    if (p.smem.sub_tile > 0) os << ", fused radial sub-tile " << p.smem.sub_tile;
     // Sender streams are launch-only and not printed (LaunchConfig::streams); the receiver
     // streams were printed before that rule and stay, so that cached modules keep their keys.
     if (p.launch.streams > 1 && is_receiver_pass(p.pass))

@@ -136,6 +136,11 @@ struct SharedMemoryPlan {
   int tile;  ///< edges staged at a time
   int edge_offset, sender_offset, receiver_offset, y_offset, dy_offset, gy_offset;
   int m_offset;
+  /// The fused radial form's passes (fused_pass()), else 0 / -1: the weights of sub_tile edges
+  /// are made at a time from their staged hidden rows (hs, sub_tile x fused_hidden values) into
+  /// ws ([sub_tile][ws_stride]: per edge, weight j of lane l at j * 32 + l); the sender passes'
+  /// per-edge weight gradients go to gws (same layout) before they are contracted to dE/dh.
+  int sub_tile = 0, ws_stride = 0, hs_offset = -1, ws_offset = -1, gws_offset = -1;
   int bytes_per_warp;
 };
 
@@ -308,7 +313,18 @@ struct ScheduleOptions {
   /// products apart, twice the MMAs, lost). The same three values; the same rule by default
   /// (measured: bench/NOTES.md runs 14, 15).
   TensorCoreUse mma_double_backward = TensorCoreUse::kRegisterLimited;
+  /// The fused radial form (TpProblem::fused_hidden): edges whose weights are made at once from
+  /// their hidden rows. Each W4 value a lane loads serves this many edges (multiply-adds per
+  /// load), at sub_tile x (weights per lane) values of shared memory per warp.
+  int fused_sub_tile = 8;
 };
+
+/// Whether @p pass of @p problem runs in the fused radial form: the forward and backward passes
+/// of a problem with TpProblem::fused_hidden() > 0 (the double passes read W).
+bool fused_pass(const TpProblem& problem, Pass pass);
+/// The weights one lane of group @p g reads per edge: one per Y channel of each weighted
+/// instruction (for_each_weight's order).
+int group_weights(const TpProblem& problem, const Group& g);
 
 /// Whether @p problem's modules use the looped CG form (ScheduleOptions::loop_cg_above).
 bool uses_looped_cg(const TpProblem& problem, const ScheduleOptions& options);

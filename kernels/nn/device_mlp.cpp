@@ -59,6 +59,16 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
     layers_.push_back(std::move(L));
   }
   dim_out_ = prev;
+  if (last_layer_is_linear()) {
+    const auto& src = mlp.layers.back();
+    std::vector<T> t(src.weight.size());
+    for (int i = 0; i < src.h_in; ++i)
+      for (int j = 0; j < src.h_out; ++j)
+        t[static_cast<std::size_t>(j) * src.h_in + i] = static_cast<T>(
+            src.weight_scale * src.weight[static_cast<std::size_t>(i) * src.h_out + j]);
+    last_t_ = DeviceArray<T>(backend);
+    last_t_.upload(t);
+  }
   // The backward's intermediate gradients are the inputs of layers 1..n-1 (the hidden widths);
   // the first layer's goes to the caller's gx and the output width is never stored here: for
   // MACE's radial MLP that width (thousands of weights per edge) would dominate device memory.
@@ -68,10 +78,38 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
 
 template <class T>
 void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s) {
+  forward_layers(gk, rows, x, y, layers_.size() - 1, s);
+}
+
+template <class T>
+const T* DeviceMlp<T>::forward_hidden(const GenericKernels& gk, long long rows, const T* x,
+                                      Stream s) {
+  if (layers_.size() < 2) throw Error("DeviceMlp::forward_hidden: the MLP has no hidden layer");
+  forward_layers(gk, rows, x, nullptr, layers_.size() - 2, s);
+  return layers_[layers_.size() - 2].a.data();
+}
+
+template <class T>
+void DeviceMlp<T>::backward_hidden(const GenericKernels& gk, long long rows, T* gh, T* gx,
+                                   Stream s) {
+  g0_.resize(rows * max_hidden_);
+  g1_.resize(rows * max_hidden_);
+  backward_layers(gk, rows, layers_.size() - 2, gh, gx, s);
+}
+
+template <class T>
+bool DeviceMlp<T>::last_layer_is_linear() const {
+  return layers_.size() >= 2 && !layers_.back().has_act && layers_.back().bias.size() == 0;
+}
+
+template <class T>
+void DeviceMlp<T>::forward_layers(const GenericKernels& gk, long long rows, const T* x, T* y,
+                                  std::size_t top, Stream s) {
   const T* in = x;
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
+  for (std::size_t l = 0; l <= top; ++l) {
     Layer& L = layers_[l];
-    const bool last = l + 1 == layers_.size();
+    // y null: the last layer run (the hidden one) keeps its output in scratch.
+    const bool last = l == top && y;
     // Pre-activations are kept for the backward only where there is an activation.
     if (L.has_act) L.z.resize(rows * L.h_out);
     T* out = last ? y : (L.a.resize(rows * L.h_out), L.a.data());
@@ -93,9 +131,14 @@ template <class T>
 void DeviceMlp<T>::backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s) {
   g0_.resize(rows * max_hidden_);
   g1_.resize(rows * max_hidden_);
-  T* g = gy;
+  backward_layers(gk, rows, layers_.size() - 1, gy, gx, s);
+}
+
+template <class T>
+void DeviceMlp<T>::backward_layers(const GenericKernels& gk, long long rows, std::size_t top, T* g,
+                                   T* gx, Stream s) {
   T* bufs[2] = {g0_.data(), g1_.data()};
-  for (std::size_t l = layers_.size(); l-- > 0;) {
+  for (std::size_t l = top + 1; l-- > 0;) {
     Layer& L = layers_[l];
     if (L.has_act) {
       ActArgs a{};

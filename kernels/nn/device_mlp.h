@@ -30,6 +30,19 @@ class DeviceMlp {
   void forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s);
   /// gx[rows][dim_in] = (dy/dx)^T gy, for the rows of the last forward(); @p gy is clobbered.
   void backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s);
+  /// Whether the last layer is a plain linear map (no activation, no bias): the fused radial
+  /// form of the convolution (TpProblem::fused_hidden) then evaluates it per edge tile.
+  bool last_layer_is_linear() const;
+  /// The input width of the last layer (the last hidden width).
+  int dim_hidden() const { return layers_.back().h_in; }
+  /// The last layer's weights, scaled: [dim_hidden()][dim_out()], and transposed.
+  const T* last_weights() const { return layers_.back().w.data(); }
+  const T* last_weights_t() const { return last_t_.data(); }
+  /// forward() without its last layer: h[rows][dim_hidden()] is the last hidden layer's output,
+  /// kept in the object's scratch (valid until the next forward) like every pre-activation.
+  const T* forward_hidden(const GenericKernels& gk, long long rows, const T* x, Stream s);
+  /// backward() from dE/dh of the last hidden layer (@p gh [rows][dim_hidden()], clobbered).
+  void backward_hidden(const GenericKernels& gk, long long rows, T* gh, T* gx, Stream s);
   /// Values per row that forward() and backward() keep in scratch (for memory budgets).
   std::size_t scratch_per_row() const;
   /// Frees the scratch (the next forward() allocates it again for its rows).
@@ -45,8 +58,14 @@ class DeviceMlp {
     DeviceArray<T> z, a;  // per-call scratch: pre-activation and output [rows][h_out]
   };
   std::vector<Layer> layers_;
+  DeviceArray<T> last_t_;   // the last layer's weights transposed (last_weights_t)
   DeviceArray<T> g0_, g1_;  // backward ping-pong
   int dim_in_ = 0, dim_out_ = 0, max_hidden_ = 0;
+  // The layers from the first through @p last, and their backward from layer @p top down.
+  void forward_layers(const GenericKernels& gk, long long rows, const T* x, T* y, std::size_t last,
+                      Stream s);
+  void backward_layers(const GenericKernels& gk, long long rows, std::size_t top, T* g, T* gx,
+                       Stream s);
 };
 
 }  // namespace clebsch::cuda
