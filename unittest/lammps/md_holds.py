@@ -57,6 +57,22 @@ def crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129, triclinic=F
     return "\n".join(line for line in text.splitlines() if not line.endswith("xy xz yz")) + "\n"
 
 
+def cluster13(a=3.70, jitter=0.05, seed=20261202):
+    """A 13-atom cuboctahedral Cu12Au cluster (Au at the centre, IDs 1..13) in a 30 A box with
+    non-periodic boundaries ("boundary f f f" before read_data): few edges (156), for runs on
+    the CUDA engine's emulated backend."""
+    rng = np.random.default_rng(seed)
+    d = a / 2
+    shell = [(x, y, 0) for x in (-d, d) for y in (-d, d)]
+    shell += [(x, 0, z) for x in (-d, d) for z in (-d, d)]
+    shell += [(0, y, z) for y in (-d, d) for z in (-d, d)]
+    positions = np.array([(0.0, 0.0, 0.0)] + shell) + 15.0
+    positions += rng.normal(scale=jitter, size=positions.shape)
+    types = [2] + [1] * 12
+    text = data_file((0, 30, 0, 30, 0, 30, 0, 0, 0), positions, types, 2, [63.546, 196.97])
+    return "\n".join(line for line in text.splitlines() if not line.endswith("xy xz yz")) + "\n"
+
+
 def header(model, pair_args="", extra=""):
     """Units, the data file, the pair style and NVE; `extra` goes before the pair style."""
     return f"""

@@ -1,7 +1,8 @@
 """Production MD holds (issue 28), pair_style clebsch: the CI-sized versions of bench/md/soak.
 
-- NVE drift over 1,000 steps on 108 atoms, on the host engine and on the CUDA engine's emulated
-  backend (device gpu without a GPU), against the issue's bound scaled to a short run;
+- NVE drift over 1,000 steps on 108 atoms on the host engine, and over 400 steps of a 13-atom
+  cluster on the CUDA engine's emulated backend (device gpu without a GPU) against the host
+  engine's, against the issue's bound scaled to a short run;
 - restart continuity: write_restart / read_restart and write_data / read_data in a new process
   continue the uninterrupted run bitwise (fp64, orthogonal box; the host engine on 1 and 2
   ranks, the CUDA engine in deterministic mode) or to round-off (the CUDA engine's atomic mode,
@@ -65,6 +66,48 @@ def test_nve_drift_1000_steps(backend, style):
     cleanup(run)
 
 
+CLUSTER_NVE = """
+velocity all create 600 4928459 mom yes rot yes dist gaussian loop geom
+fix nve all nve
+thermo_style custom step pe ke etotal
+thermo_modify format float %.17g norm no
+thermo 10
+run 400
+"""
+
+
+def test_nve_drift_emulated_gpu_matches_the_host(backend):
+    """400 steps of NVE (0.4 ps) of a free 13-atom Cu12Au cluster on the CUDA engine (device
+    gpu, deterministic, float64; the emulated backend without a GPU: ~25 s per 200 steps on
+    two cores, so not 1,000 steps) and on the host engine. Over 0.4 ps the fitted slope is
+    set by the fluctuation (~1e-2 eV/atom/ns from an r.m.s. of ~2e-6 eV/atom), so the
+    issue's 1e-4 eV/atom/ns over 100 ps cannot be resolved here; what can: the bound of 5e-2,
+    which a force that is not the energy's gradient (OpenEquivariance #211: ~80 eV/ns) fails
+    by orders of magnitude, and the issue's "GPU fp64 within 2x of CPU fp64 over the same
+    steps", here to 1e-4 eV/atom/ns since both engines integrate the same trajectory to
+    round-off."""
+    runs = {}
+    for style in ("host", "gpu-deterministic"):
+        run = run_lammps(
+            md.header(_bundled(), STYLES[style], "boundary f f f") + CLUSTER_NVE,
+            files={"data.in": md.cluster13()},
+        )
+        assert run.returncode == 0, run.output[-3000:]
+        assert len([r for r in run.thermo if "TotEng" in r]) == 41
+        runs[style] = (md.drift_per_atom_ns(run, 13), run)
+    (d_host, rms_host), _ = runs["host"]
+    (d_gpu, rms_gpu), _ = runs["gpu-deterministic"]
+    print(
+        f"NVE 13 atoms: host drift {d_host:.3e}, device gpu {d_gpu:.3e} eV/atom/ns; "
+        f"fluctuation {rms_host:.3e} / {rms_gpu:.3e} eV/atom"
+    )
+    assert abs(d_gpu) < 5e-2 and rms_gpu < 2e-5
+    assert abs(d_gpu) <= 2 * abs(d_host) + 1e-4
+    assert abs(d_gpu - d_host) < 1e-4
+    for _, run in runs.values():
+        cleanup(run)
+
+
 # ------------------------------------------------------------------------------------------------
 # Restart continuity
 # ------------------------------------------------------------------------------------------------
@@ -102,6 +145,29 @@ def test_restart_continues_bitwise(backend, style, nprocs, via):
     assert a.timestep == b.timestep == 2 * half
     diff = md.max_state_difference(a, b)
     print(f"restart {style}, {nprocs} ranks, via {via}: max |d(x, v, f)| = {diff:.3e}")
+    assert diff == 0.0
+    rows = {r["Step"]: r for r in ref.thermo}
+    for r in second.thermo:
+        assert r == rows[r["Step"]], (r, rows[r["Step"]])
+    for run in (ref, first, second):
+        cleanup(run)
+
+
+@pytest.mark.parametrize("via", ["restart", "data"])
+def test_nequip_restart_continues_bitwise(via):
+    """The bundled NequIP model on the host engine: the same bitwise continuation (20 steps,
+    then 20 more in a new process)."""
+    model = _bundled("cuau-nequip")
+    ref = md.uninterrupted(model, "", 40, split=20)
+    first = md.first_half(model, "", 20, via=via)
+    assert first.returncode == 0, first.output[-3000:]
+    second = md.second_half(model, "", 20, 40, first.workdir, via=via)
+    for run in (ref, second):
+        assert run.returncode == 0, run.output[-3000:]
+    diff = md.max_state_difference(
+        md.state_at(ref, "final.dump"), md.state_at(second, "final.dump")
+    )
+    print(f"NequIP restart via {via}: max |d(x, v, f)| = {diff:.3e}")
     assert diff == 0.0
     rows = {r["Step"]: r for r in ref.thermo}
     for r in second.thermo:
