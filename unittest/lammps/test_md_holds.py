@@ -181,7 +181,8 @@ def test_triclinic_box_restart_continues_to_round_off(backend, style):
     """The same restart in a triclinic box of zero tilt: LAMMPS makes ghosts through
     fractional coordinates, and write_restart's extra x -> lamda -> x round trip moves some
     ghosts by an ulp (md_holds.crystal), so no pair style continues such a run bitwise; the
-    trajectories agree to round-off (3 steps on: 4e-16 on the host engine, 1e-16 on the CUDA engine here)."""
+    trajectories agree to round-off (3 steps on: 4e-16 on the host engine, 1e-16 on the CUDA
+    engine here)."""
     model, pair, half = _bundled(), STYLES[style], HALF["gpu-deterministic"]
     ref = md.uninterrupted(model, pair, 2 * half, split=half, triclinic=True)
     first = md.first_half(model, pair, half, via="restart", triclinic=True)
