@@ -30,8 +30,19 @@ DETERMINISTIC_ORDER = "atom_modify sort 0 0.0\nneigh_modify every 1 delay 0 chec
 STATE_COLUMNS = ("xu", "yu", "zu", "vx", "vy", "vz", "fx", "fy", "fz")
 
 
-def crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129):
-    """An n x n x n periodic fcc Cu-Au crystal (data file), IDs 1..4n^3."""
+def crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129, triclinic=False):
+    """An n x n x n periodic fcc Cu-Au crystal (data file), IDs 1..4n^3, in an orthogonal box,
+    or with `triclinic` a triclinic one of zero tilt (the "0 0 0 xy xz yz" line).
+
+    The box kind decides whether a restart can be bitwise at all, whatever the pair style: in a
+    triclinic box LAMMPS wraps atoms and makes ghosts through fractional coordinates
+    (x2lamda, pbc, borders, lamda2x) at every re-neighboring, at write_restart and at a run's
+    setup, and x -> lamda -> x is not the identity in floating point. A restarted run's
+    positions have been through one round trip more (write_restart's) than the uninterrupted
+    run's at the same step; where that moved an atom by an ulp, the two runs' setups derive its
+    ghosts from different fractional coordinates, and the ghost positions differ in the last
+    bits although the owned positions agree (LAMMPS's own pair_style lj/cut shows it too). In an
+    orthogonal box ghosts are x +/- L of the owned x, and the runs continue bitwise."""
     rng = np.random.default_rng(seed)
     basis = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
     cells = np.array([(i, j, k) for i in range(n) for j in range(n) for k in range(n)], float)
@@ -40,7 +51,26 @@ def crystal(n, au_fraction=0.25, a=3.75, jitter=0.05, seed=20261129):
     types = np.where(rng.random(len(positions)) < au_fraction, 2, 1)
     length = n * a
     box = (0, length, 0, length, 0, length, 0, 0, 0)
-    return data_file(box, positions, types, 2, [63.546, 196.97])
+    text = data_file(box, positions, types, 2, [63.546, 196.97])
+    if triclinic:
+        return text
+    return "\n".join(line for line in text.splitlines() if not line.endswith("xy xz yz")) + "\n"
+
+
+def cluster13(a=3.70, jitter=0.05, seed=20261202):
+    """A 13-atom cuboctahedral Cu12Au cluster (Au at the centre, IDs 1..13) in a 30 A box with
+    non-periodic boundaries ("boundary f f f" before read_data): few edges (156), for runs on
+    the CUDA engine's emulated backend."""
+    rng = np.random.default_rng(seed)
+    d = a / 2
+    shell = [(x, y, 0) for x in (-d, d) for y in (-d, d)]
+    shell += [(x, 0, z) for x in (-d, d) for z in (-d, d)]
+    shell += [(0, y, z) for y in (-d, d) for z in (-d, d)]
+    positions = np.array([(0.0, 0.0, 0.0)] + shell) + 15.0
+    positions += rng.normal(scale=jitter, size=positions.shape)
+    types = [2] + [1] * 12
+    text = data_file((0, 30, 0, 30, 0, 30, 0, 0, 0), positions, types, 2, [63.546, 196.97])
+    return "\n".join(line for line in text.splitlines() if not line.endswith("xy xz yz")) + "\n"
 
 
 def header(model, pair_args="", extra=""):
@@ -98,7 +128,16 @@ def drift_per_atom_ns(run, natoms, dt_fs=1.0):
 
 
 def uninterrupted(
-    model, pair_args, steps, *, nprocs=1, order=DETERMINISTIC_ORDER, args=None, split=None, n=2
+    model,
+    pair_args,
+    steps,
+    *,
+    nprocs=1,
+    order=DETERMINISTIC_ORDER,
+    args=None,
+    split=None,
+    n=2,
+    triclinic=False,
 ):
     """One process: `steps` of NVE from the crystal at 1200 K; the state at the last step.
     With `split`, as two `run` commands (`run split`, then on to `steps`): what a restart at
@@ -114,10 +153,22 @@ def uninterrupted(
         + FINAL_DUMP.format(step=steps, name="final.dump")
         + runs
     )
-    return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(n)}, extra_args=args)
+    files = {"data.in": crystal(n, triclinic=triclinic)}
+    return run_lammps(text, nprocs=nprocs, files=files, extra_args=args)
 
 
-def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORDER, args=None, n=2):
+def first_half(
+    model,
+    pair_args,
+    half,
+    *,
+    via,
+    nprocs=1,
+    order=DETERMINISTIC_ORDER,
+    args=None,
+    n=2,
+    triclinic=False,
+):
     """The first `half` steps of the same run, ending in write_restart or write_data (`via`)."""
     write = "write_restart mid.restart" if via == "restart" else "write_data mid.data"
     text = (
@@ -127,7 +178,8 @@ def first_half(model, pair_args, half, *, via, nprocs=1, order=DETERMINISTIC_ORD
         + THERMO.format(every=5)
         + f"run {half}\n{write}\n"
     )
-    return run_lammps(text, nprocs=nprocs, files={"data.in": crystal(n)}, extra_args=args)
+    files = {"data.in": crystal(n, triclinic=triclinic)}
+    return run_lammps(text, nprocs=nprocs, files=files, extra_args=args)
 
 
 def second_half(

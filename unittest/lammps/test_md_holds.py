@@ -1,11 +1,14 @@
 """Production MD holds (issue 28), pair_style clebsch: the CI-sized versions of bench/md/soak.
 
-- NVE drift over 1,000 steps on 108 atoms, on the host engine and on the CUDA engine's emulated
-  backend (device gpu without a GPU), against the issue's bound scaled to a short run;
+- NVE drift over 1,000 steps on 108 atoms on the host engine, and over 400 steps of a 13-atom
+  cluster on the CUDA engine's emulated backend (device gpu without a GPU) against the host
+  engine's, against the issue's bound scaled to a short run;
 - restart continuity: write_restart / read_restart and write_data / read_data in a new process
-  continue the uninterrupted run bitwise (fp64; the CUDA engine in deterministic mode) or to
-  round-off (atomic mode), on 1 and 2 ranks; a run killed mid-way continues from its last
-  restart file to the uninterrupted run's state;
+  continue the uninterrupted run bitwise (fp64, orthogonal box; the host engine on 1 and 2
+  ranks, the CUDA engine in deterministic mode) or to round-off (the CUDA engine's atomic mode,
+  and any engine in a triclinic box, where LAMMPS's fractional-coordinate round trips change
+  ghost positions by an ulp); a run killed mid-way continues from its last restart file to the
+  uninterrupted run's state;
 - loud failures: lost atoms, overlapping atoms and a NaN/inf model output are LAMMPS errors
   naming the atom IDs and the step.
 """
@@ -63,6 +66,48 @@ def test_nve_drift_1000_steps(backend, style):
     cleanup(run)
 
 
+CLUSTER_NVE = """
+velocity all create 600 4928459 mom yes rot yes dist gaussian loop geom
+fix nve all nve
+thermo_style custom step pe ke etotal
+thermo_modify format float %.17g norm no
+thermo 10
+run 400
+"""
+
+
+def test_nve_drift_emulated_gpu_matches_the_host(backend):
+    """400 steps of NVE (0.4 ps) of a free 13-atom Cu12Au cluster on the CUDA engine (device
+    gpu, deterministic, float64; the emulated backend without a GPU: ~25 s per 200 steps on
+    two cores, so not 1,000 steps) and on the host engine. Over 0.4 ps the fitted slope is
+    set by the fluctuation (~1e-2 eV/atom/ns from an r.m.s. of ~2e-6 eV/atom), so the
+    issue's 1e-4 eV/atom/ns over 100 ps cannot be resolved here; what can: the bound of 5e-2,
+    which a force that is not the energy's gradient (OpenEquivariance #211: ~80 eV/ns) fails
+    by orders of magnitude, and the issue's "GPU fp64 within 2x of CPU fp64 over the same
+    steps", here to 1e-4 eV/atom/ns since both engines integrate the same trajectory to
+    round-off."""
+    runs = {}
+    for style in ("host", "gpu-deterministic"):
+        run = run_lammps(
+            md.header(_bundled(), STYLES[style], "boundary f f f") + CLUSTER_NVE,
+            files={"data.in": md.cluster13()},
+        )
+        assert run.returncode == 0, run.output[-3000:]
+        assert len([r for r in run.thermo if "TotEng" in r]) == 41
+        runs[style] = (md.drift_per_atom_ns(run, 13), run)
+    (d_host, rms_host), _ = runs["host"]
+    (d_gpu, rms_gpu), _ = runs["gpu-deterministic"]
+    print(
+        f"NVE 13 atoms: host drift {d_host:.3e}, device gpu {d_gpu:.3e} eV/atom/ns; "
+        f"fluctuation {rms_host:.3e} / {rms_gpu:.3e} eV/atom"
+    )
+    assert abs(d_gpu) < 5e-2 and rms_gpu < 2e-5
+    assert abs(d_gpu) <= 2 * abs(d_host) + 1e-4
+    assert abs(d_gpu - d_host) < 1e-4
+    for _, run in runs.values():
+        cleanup(run)
+
+
 # ------------------------------------------------------------------------------------------------
 # Restart continuity
 # ------------------------------------------------------------------------------------------------
@@ -81,13 +126,14 @@ HALF = {"host": 20, "gpu-deterministic": 3, "gpu-atomic": 3}
         ("host", 1, "data"),
         ("host", 2, "data"),
         ("gpu-deterministic", 1, "restart"),
+        ("gpu-deterministic", 1, "data"),
     ],
 )
 def test_restart_continues_bitwise(backend, style, nprocs, via):
-    """Steps N..2N after read_restart / read_data in a new process (32 atoms) are, bit for bit
-    on the host engine
-    (positions, velocities, forces at step 2N and every thermo row), those of the same process
-    going on with a second `run` at step N."""
+    """Steps N..2N after read_restart / read_data in a new process (32 atoms, orthogonal box)
+    are, bit for bit (positions, velocities, forces at step 2N and every thermo row), those of
+    the same process going on with a second `run` at step N: on the host engine and on the CUDA
+    engine in deterministic mode (its sums run in a fixed order, set by the atoms alone)."""
     model, pair, half = _bundled(), STYLES[style], HALF[style]
     ref = md.uninterrupted(model, pair, 2 * half, nprocs=nprocs, split=half)
     first = md.first_half(model, pair, half, via=via, nprocs=nprocs)
@@ -99,16 +145,56 @@ def test_restart_continues_bitwise(backend, style, nprocs, via):
     assert a.timestep == b.timestep == 2 * half
     diff = md.max_state_difference(a, b)
     print(f"restart {style}, {nprocs} ranks, via {via}: max |d(x, v, f)| = {diff:.3e}")
-    if style != "host":
-        # Found here, not yet fixed: the CUDA engine's deterministic mode continues a restart to
-        # one unit in the last place (4.4e-16 on the emulated backend), not bitwise; a fresh
-        # engine and one reused across runs must differ in some summation. Held to round-off.
-        assert diff < 1e-12
-    else:
-        assert diff == 0.0
-        rows = {r["Step"]: r for r in ref.thermo}
-        for r in second.thermo:
-            assert r == rows[r["Step"]], (r, rows[r["Step"]])
+    assert diff == 0.0
+    rows = {r["Step"]: r for r in ref.thermo}
+    for r in second.thermo:
+        assert r == rows[r["Step"]], (r, rows[r["Step"]])
+    for run in (ref, first, second):
+        cleanup(run)
+
+
+@pytest.mark.parametrize("via", ["restart", "data"])
+def test_nequip_restart_continues_bitwise(via):
+    """The bundled NequIP model on the host engine: the same bitwise continuation (20 steps,
+    then 20 more in a new process)."""
+    model = _bundled("cuau-nequip")
+    ref = md.uninterrupted(model, "", 40, split=20)
+    first = md.first_half(model, "", 20, via=via)
+    assert first.returncode == 0, first.output[-3000:]
+    second = md.second_half(model, "", 20, 40, first.workdir, via=via)
+    for run in (ref, second):
+        assert run.returncode == 0, run.output[-3000:]
+    diff = md.max_state_difference(
+        md.state_at(ref, "final.dump"), md.state_at(second, "final.dump")
+    )
+    print(f"NequIP restart via {via}: max |d(x, v, f)| = {diff:.3e}")
+    assert diff == 0.0
+    rows = {r["Step"]: r for r in ref.thermo}
+    for r in second.thermo:
+        assert r == rows[r["Step"]], (r, rows[r["Step"]])
+    for run in (ref, first, second):
+        cleanup(run)
+
+
+@pytest.mark.parametrize("style", ["host", "gpu-deterministic"])
+def test_triclinic_box_restart_continues_to_round_off(backend, style):
+    """The same restart in a triclinic box of zero tilt: LAMMPS makes ghosts through
+    fractional coordinates, and write_restart's extra x -> lamda -> x round trip moves some
+    ghosts by an ulp (md_holds.crystal), so no pair style continues such a run bitwise; the
+    trajectories agree to round-off (3 steps on: 4e-16 on the host engine, 1e-16 on the CUDA
+    engine here)."""
+    model, pair, half = _bundled(), STYLES[style], HALF["gpu-deterministic"]
+    ref = md.uninterrupted(model, pair, 2 * half, split=half, triclinic=True)
+    first = md.first_half(model, pair, half, via="restart", triclinic=True)
+    assert first.returncode == 0, first.output[-3000:]
+    second = md.second_half(model, pair, half, 2 * half, first.workdir, via="restart")
+    for run in (ref, second):
+        assert run.returncode == 0, run.output[-3000:]
+    diff = md.max_state_difference(
+        md.state_at(ref, "final.dump"), md.state_at(second, "final.dump")
+    )
+    print(f"triclinic restart {style}: max |d(x, v, f)| = {diff:.3e}")
+    assert diff < 1e-12
     for run in (ref, first, second):
         cleanup(run)
 
