@@ -1,6 +1,8 @@
 # Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 """Small random convolution problems and e3nn's unfused reference convolution, for the tests."""
 
+import json
+
 import torch
 from e3nn import o3
 
@@ -50,3 +52,8 @@ def e3nn_conv(tp, x, y, w, sender, receiver, num_receivers):
     msg = tp(x[sender], y, w)
     out = torch.zeros(num_receivers, msg.shape[1], dtype=msg.dtype)
     return out.index_add(0, receiver, msg)
+
+
+def dim_out(problem: str) -> int:
+    """Width of the output rows of a problem description."""
+    return o3.Irreps(json.loads(problem)["irreps_out"]).dim
