@@ -1,5 +1,5 @@
 # Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
-"""The fused convolution as a function (a thin, scriptable wrapper of ``torch.ops.clebsch.conv``)."""
+"""The fused convolution as a function (a scriptable wrapper of torch.ops.clebsch.conv)."""
 
 import torch
 

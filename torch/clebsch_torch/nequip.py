@@ -88,6 +88,10 @@ def enable_clebsch(model: torch.nn.Module) -> torch.nn.Module:
             raise ValueError(f"clebsch_torch.nequip.enable_clebsch: {n}.tp: {e}") from e
 
     def factory(old):
-        return old if isinstance(old, ClebschTensorProductScatter) else ClebschTensorProductScatter(old)
+        return (
+            old
+            if isinstance(old, ClebschTensorProductScatter)
+            else ClebschTensorProductScatter(old)
+        )
 
     return replace_submodules(model, TensorProductScatter, factory)

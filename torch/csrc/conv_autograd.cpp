@@ -38,9 +38,9 @@ class ConvBackwardFunction : public torch::autograd::Function<ConvBackwardFuncti
     const auto s = ctx->get_saved_variables();
     const std::string problem = ctx->saved_data["problem"].toStringRef();
     auto opt = [](const Tensor& t) { return t.defined() ? OptTensor(t) : OptTensor(); };
-    auto [gx, gy, gw, gg] = conv_double_backward_op().call(
-        s[0], s[1], s[2], s[3], s[4], s[5], opt(cotangents[0]), opt(cotangents[1]),
-        opt(cotangents[2]), problem);
+    auto [gx, gy, gw, gg] =
+        conv_double_backward_op().call(s[0], s[1], s[2], s[3], s[4], s[5], opt(cotangents[0]),
+                                       opt(cotangents[1]), opt(cotangents[2]), problem);
     return {gx, gy, gw, Tensor(), Tensor(), gg, Tensor()};
   }
 };
@@ -61,8 +61,8 @@ class ConvFunction : public torch::autograd::Function<ConvFunction> {
     const auto s = ctx->get_saved_variables();
     const std::string problem = ctx->saved_data["problem"].toStringRef();
     // autograd passes an undefined gradient when the output does not reach the loss.
-    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
-                                     Tensor()};
+    if (!grads[0].defined())
+      return {Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
     auto g = ConvBackwardFunction::apply(s[0], s[1], s[2], s[3], s[4], grads[0],
                                          c10::string_view(problem));
     return {g[0], g[1], g[2], Tensor(), Tensor(), Tensor(), Tensor()};

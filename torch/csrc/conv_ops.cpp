@@ -42,8 +42,8 @@ void check_inputs(const TensorProduct& tp, const Tensor& x, const Tensor& y, con
               "clebsch conv: dtype must be float32 or float64, got ", x.scalar_type());
   for (const Tensor* t : {&sender, &receiver}) {
     TORCH_CHECK(t->dim() == 1 && t->sym_size(0) == y.sym_size(0),
-                "clebsch conv: sender and receiver must be [E] with E = ", y.sym_size(0),
-                ", got ", t->sym_sizes());
+                "clebsch conv: sender and receiver must be [E] with E = ", y.sym_size(0), ", got ",
+                t->sym_sizes());
     TORCH_CHECK(t->scalar_type() == at::kLong || t->scalar_type() == at::kInt,
                 "clebsch conv: sender and receiver must be int64 or int32, got ", t->scalar_type());
   }
@@ -157,8 +157,8 @@ std::tuple<Tensor, Tensor, Tensor> conv_backward_meta(const Tensor& x, const Ten
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_meta(
-    const Tensor& x, const Tensor& y, const Tensor& w, const Tensor& sender,
-    const Tensor& receiver, const Tensor& g, const OptTensor&, const OptTensor&, const OptTensor&,
+    const Tensor& x, const Tensor& y, const Tensor& w, const Tensor& sender, const Tensor& receiver,
+    const Tensor& g, const OptTensor&, const OptTensor&, const OptTensor&,
     c10::string_view problem) {
   const auto tp = conv_problem(str(problem));
   check_inputs(*tp, x, y, w, sender, receiver);
@@ -173,8 +173,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_meta(
               " on CUDA tensors: this build has no CUDA kernels yet (only the CPU host kernels); "
               "move the tensors to the CPU or use the e3nn module");
 }
-Tensor conv_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                 int64_t, c10::string_view) {
+Tensor conv_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                 c10::string_view) {
   no_cuda("clebsch::conv");
 }
 std::tuple<Tensor, Tensor, Tensor> conv_backward_cuda(const Tensor&, const Tensor&, const Tensor&,

@@ -88,9 +88,7 @@ def models(request):
 
 def test_energy_forces_and_loss_gradients_equal_unpatched(models):
     ref, patched = models
-    assert all(
-        isinstance(b.conv_tp, clebsch_torch.mace.MaceConv) for b in patched.interactions
-    )
+    assert all(isinstance(b.conv_tp, clebsch_torch.mace.MaceConv) for b in patched.interactions)
     batch = batch_of(ref, seed=1)
     e0, f0, g0 = loss_and_grads(ref, batch)
     e1, f1, g1 = loss_and_grads(patched, batch)
