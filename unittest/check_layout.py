@@ -39,12 +39,15 @@ ALLOWED = {
         "support",
     },
     "pair_style": {"cuda/engine", "engine", "model", "o3", "support"},
+    "torch/csrc": {"o3", "support"},
 }
 # System headers a folder may not include (the layering of DESIGN.md: only pair_style/ sees
-# LAMMPS and Kokkos; CUDA's headers only in kernels/, and there for types only).
+# LAMMPS and Kokkos; CUDA's headers only in kernels/, and there for types only; LibTorch's
+# only in torch/).
 FORBIDDEN_SYSTEM = {
-    "src": re.compile(r"^(cuda|cublas|nvrtc|Kokkos|lammps|mpi)"),
-    "kernels": re.compile(r"^(Kokkos|lammps|mpi)"),
+    "src": re.compile(r"^(cuda|cublas|nvrtc|Kokkos|lammps|mpi|torch/|ATen/|c10/)"),
+    "kernels": re.compile(r"^(Kokkos|lammps|mpi|torch/|ATen/|c10/)"),
+    "torch": re.compile(r"^(Kokkos|lammps|mpi)"),
 }
 # Generated at configure time into the build tree (kernels/CMakeLists.txt).
 GENERATED = {"kernel_templates.h"}
@@ -91,8 +94,8 @@ def check() -> list:
                     continue
                 if name in GENERATED:
                     continue
-                if top == "pair_style":
-                    # Plain quoted names are LAMMPS's headers or pair_style's own files: no
+                if top in ("pair_style", "torch"):
+                    # Plain quoted names are LAMMPS's headers or the folder's own files: no
                     # Clebsch header is reachable without the prefix.
                     continue
                 problems.append(f'{where}: project headers are included as "clebsch/<folder>/..."')
