@@ -48,8 +48,7 @@ TEST(ModelHeads, TheFileHoldsEveryHeadOfTheMaceTorchModel) {
     const model::Model m = read_model(c.model_path);
     EXPECT_EQ(model::head_names(m), c.heads);
     EXPECT_EQ(model::active_head(m), c.default_head);  // read_model leaves the default active
-    EXPECT_NE(model::describe_heads(m).find("(default " + c.default_head + ")"),
-              std::string::npos);
+    EXPECT_NE(model::describe_heads(m).find("(default " + c.default_head + ")"), std::string::npos);
   }
 }
 

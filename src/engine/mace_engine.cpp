@@ -96,7 +96,7 @@ std::size_t MaceImpl<T, G>::buffer_bytes() const {
                         h_, sc_, gh_, gh_prev_, gMraw_, gdens_, ghu_, ghu_private_);
 }
 
-#define CLEBSCH_INSTANTIATE(T, G)                                                          \
+#define CLEBSCH_INSTANTIATE(T, G)                                                         \
   template void MaceImpl<T, G>::compute(const AtomGraph&, EngineResult&, GhostExchange*); \
   template std::size_t MaceImpl<T, G>::buffer_bytes() const;
 CLEBSCH_MACE_PRECISIONS(CLEBSCH_INSTANTIATE)

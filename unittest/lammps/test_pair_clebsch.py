@@ -147,7 +147,9 @@ def test_reissued_pair_style_changes_the_head():
     elements = model_species(path)
     box, positions, _ = to_lammps(s_other.positions, s_other.cell, s_other.pbc)
     boundary = " ".join("p" if p else "f" for p in s_other.pbc)
-    text = _input(path, elements, boundary, pair_args=f"head {head}") + "pair_style clebsch\nrun 0\n"
+    text = (
+        _input(path, elements, boundary, pair_args=f"head {head}") + "pair_style clebsch\nrun 0\n"
+    )
     data = data_file(box, positions, s_other.species + 1, len(elements))
     run2 = run_lammps(text, files={"data.test": data})
     assert run2.returncode == 0, run2.output

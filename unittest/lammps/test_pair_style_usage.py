@@ -349,9 +349,11 @@ def test_memory_report_counts_the_engine(device, monkeypatch):
     a small part of the heap's growth."""
     if device == "gpu":
         if os.environ.get("CLEBSCH_CUDA_ENGINE", "1") == "0":
-            pytest.skip("this build has no CUDA engine (no CUDA toolkit was found at configure time)")
+            pytest.skip(
+                "this build has no CUDA engine (no CUDA toolkit was found at configure time)"
+            )
         if any(pathlib.Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl")):
-            pytest.skip("on a real GPU device memory is not host heap (checked in the engine test)")
+            pytest.skip("on a GPU device memory is not host heap (the engine test checks it)")
         monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
     sizes = (2, 4) if device == "gpu" else (3, 6)
     measured = []
