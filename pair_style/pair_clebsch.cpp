@@ -18,6 +18,7 @@
 
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/host_engine.h"
+#include "clebsch/model/model_heads.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch_md_checks.h"
 #include "clebsch_pair_common.h"
@@ -103,14 +104,14 @@ void PairClebsch::allocate()
 
 /* ----------------------------------------------------------------------
    pair_style clebsch [precision fp64|fp32|mixed] [device cpu|gpu] [deterministic yes|no]
-                      [edge_batch N]
+                      [edge_batch N] [head NAME] [charge Q] [spin S]
 ------------------------------------------------------------------------- */
 
 void PairClebsch::settings(int narg, char **arg)
 {
   // LAMMPS calls settings() again on this object when a script re-issues pair_style clebsch:
   // every keyword starts from its default, as on the first call, not from the previous line.
-  Keywords before{precision_name_, device_name_, edge_batch_, deterministic_};
+  Keywords before{precision_name_, device_name_, edge_batch_, deterministic_, head_name_};
   if (!defaults_taken_) {
     defaults_ = before;
     defaults_taken_ = true;
@@ -146,6 +147,10 @@ void PairClebsch::settings(int narg, char **arg)
                    "Pair style clebsch: edge_batch must be 0 (automatic) or a number of "
                    "neighbor pairs per batch, got {}",
                    value);
+    } else if (key == "head") {
+      // Checked against the model's heads when the engine is built (pair_coeff, or now on a
+      // re-issued pair_style).
+      k.head = value;
     } else if (key == "charge" || key == "spin") {
       // total_charge / total_spin of models with per-structure embeddings (mace-torch's
       // multiplicity convention: spin 1 = singlet).
@@ -153,7 +158,7 @@ void PairClebsch::settings(int narg, char **arg)
     } else {
       error->all(FLERR,
                  "Pair style clebsch: unknown keyword {} (expected precision, device, "
-                 "deterministic, edge_batch, charge or spin)",
+                 "deterministic, edge_batch, head, charge or spin)",
                  key);
     }
     iarg += 2;
@@ -162,6 +167,7 @@ void PairClebsch::settings(int narg, char **arg)
   device_name_ = k.device;
   edge_batch_ = k.edge_batch;
   deterministic_ = k.deterministic;
+  head_name_ = k.head;
   const bool inputs_changed = inputs != structure_inputs_;
   structure_inputs_ = std::move(inputs);
   // A re-issued pair_style keeps the pair_coeff of the previous one (LAMMPS does not ask for it
@@ -169,18 +175,35 @@ void PairClebsch::settings(int narg, char **arg)
   if (engine_ && (!(k == before) || inputs_changed)) {
     build_engine();
     if (comm->me == 0)
-      utils::logmesg(lmp, "Clebsch: engine rebuilt for {} (precision {}, device {})\n", model_path_,
-                     precision_name_, device_name_);
+      utils::logmesg(lmp, "Clebsch: engine rebuilt for {} (precision {}, device {}{})\n",
+                     model_path_, precision_name_, device_name_, head_text());
   }
 }
 
-void PairClebsch::build_engine(const clebsch::model::Model *given)
+void PairClebsch::build_engine(clebsch::model::Model *given)
 {
   engine_.reset();
+  std::optional<clebsch::model::Model> reread;
+  if (!given) {
+    try {
+      reread.emplace(clebsch::read_model(model_path_));
+    } catch (std::exception &e) {
+      error->all(FLERR, "Pair style clebsch: cannot load model: {}", e.what());
+    }
+  }
+  clebsch::model::Model &model = given ? *given : *reread;
+  // The engines evaluate the head the model's readout fields hold (model_heads.h).
   try {
-    std::optional<clebsch::model::Model> reread;
-    if (!given) reread.emplace(clebsch::read_model(model_path_));
-    const clebsch::model::Model &model = given ? *given : *reread;
+    clebsch::model::select_head(model, head_name_);
+  } catch (std::exception &e) {
+    error->all(FLERR,
+               "Pair style clebsch: {} (model {}); change the head keyword of pair_style, or "
+               "leave it out for the default head",
+               e.what(), model_path_);
+  }
+  active_head_ = clebsch::model::active_head(model);
+  multi_head_ = clebsch::model::head_names(model).size() > 1;
+  try {
     const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
     if (device_name_ == "gpu")
       engine_ =
@@ -239,7 +262,7 @@ void PairClebsch::coeff(int narg, char **arg)
   } catch (std::exception &e) {
     error->all(FLERR, "Pair style clebsch: cannot load model: {}", e.what());
   }
-  const clebsch::model::Model &model = *loaded;
+  clebsch::model::Model &model = *loaded;
 
   std::string known;
   for (const auto &sp : model.species) known += (known.empty() ? "" : " ") + sp.symbol;
@@ -285,8 +308,9 @@ void PairClebsch::coeff(int narg, char **arg)
   if (comm->me == 0) {
     const std::string batch =
         device_name_ == "gpu" && edge_batch_ > 0 ? fmt::format(", edge_batch {}", edge_batch_) : "";
-    utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {}{})\n",
-                   path, engine_->num_layers(), cutoff_, precision_name_, device_name_, batch);
+    utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {}{}{})\n",
+                   path, engine_->num_layers(), cutoff_, precision_name_, device_name_, batch,
+                   head_text());
     for (int t = 1; t <= ntypes; t++)
       if (type_to_species_[t] < 0)
         utils::logmesg(lmp, "  atom type {} -> NULL (not in the model's graph)\n", t);
@@ -651,9 +675,21 @@ void PairClebsch::unpack_reverse_comm(int n, int *list, double *buf)
   }
 }
 
+// ", head NAME of pbe, r2scan" for the log lines of a multi-head model, else nothing.
+std::string PairClebsch::head_text() const
+{
+  return multi_head_ ? fmt::format(", head {}", active_head_) : std::string();
+}
+
+// LAMMPS's memory line has one number per rank: the engine's host and device bytes both count
+// (the CUDA engine's per-edge working set dominates on a GPU).
 double PairClebsch::memory_usage()
 {
   double bytes = Pair::memory_usage();
+  if (engine_) {
+    const clebsch::EngineMemory held = engine_->memory_usage();
+    bytes += static_cast<double>(held.host_bytes) + static_cast<double>(held.device_bytes);
+  }
   bytes += sizeof(int) *
       (species_.capacity() + center_.capacity() + neighbor_.capacity() + neighbor_atom_.capacity() +
        owner_of_tag_.capacity() + node_of_atom_.capacity() + atom_of_node_.capacity());

@@ -69,8 +69,9 @@ class PairClebsch : public Pair {
   void build_graph();
   void tally(const clebsch::EngineResult &result);
   /// Builds engine_ for @p model (read again from model_path_ when null) with the current
-  /// keywords: coeff(), and settings() when a re-issued pair_style changes a keyword.
-  void build_engine(const clebsch::model::Model *model = nullptr);
+  /// keywords: coeff(), and settings() when a re-issued pair_style changes a keyword. Selects the
+  /// head keyword's head of a multi-head model in @p model first (error->all naming the heads).
+  void build_engine(clebsch::model::Model *model = nullptr);
   /// An engine error with the LAMMPS atom IDs of the edge or atom it names (the engine counts
   /// graph nodes and edges, which a user cannot find in a data file).
   std::string with_atom_ids(const std::string &message) const;
@@ -81,10 +82,11 @@ class PairClebsch : public Pair {
     std::string device = "cpu";
     long long edge_batch = 0;      // device gpu: neighbor pairs per batch (0: automatic)
     bool deterministic = false;    // device gpu: fixed-order accumulation (doc default no)
+    std::string head;              // multi-head MACE: the head to evaluate ("": the default)
     bool operator==(const Keywords &o) const
     {
       return precision == o.precision && device == o.device && edge_batch == o.edge_batch &&
-          deterministic == o.deterministic;
+          deterministic == o.deterministic && head == o.head;
     }
   };
   bool defaults_taken_ = false;
@@ -94,6 +96,10 @@ class PairClebsch : public Pair {
   std::string device_name_;
   long long edge_batch_ = 0;      // device gpu: neighbor pairs per batch (0: automatic)
   bool deterministic_ = false;    // device gpu: fixed-order accumulation (doc default no)
+  std::string head_name_;         // head keyword ("": the model's default head)
+  std::string active_head_;       // the head the engine evaluates (empty for NequIP)
+  bool multi_head_ = false;       // the model has several heads (the log names the head)
+  std::string head_text() const;
   // Per-structure model inputs (MACE embedding_specs), keyword -> value or v_name (an
   // equal-style variable, evaluated when pair_coeff builds the engine).
   std::vector<std::pair<std::string, std::string>> structure_inputs_;

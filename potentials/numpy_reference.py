@@ -408,6 +408,34 @@ def _zbl_mace(desc: Mapping[str, Any], species, r, recv, send, n: int) -> np.nda
     return np.bincount(recv, weights=v, minlength=n)
 
 
+def mace_head(model: Mapping[str, Any], head: Optional[str]) -> Dict[str, Any]:
+    """The ``mace`` section with head ``head``'s readouts, E0, scale/shift and embedding readout
+    in the top-level fields (FORMAT.md §5 ``heads``); None: as stored (the default head).
+
+    Raises
+    ------
+    ValueError
+        If the file has no head of that name.
+
+    Examples
+    --------
+    >>> # mace_head(model_json, "pbe")["scale_shift"]
+    """
+    mace = dict(model["mace"])
+    if head is None:
+        return mace
+    heads = mace.get("heads") or []
+    names = [h["name"] for h in heads]
+    if head not in names:
+        raise ValueError(f"head {head!r} is not one of the file's heads {names}")
+    chosen = heads[names.index(head)]
+    for key in ("readouts", "atomic_energies", "scale_shift"):
+        mace[key] = chosen[key]
+    if mace.get("embedding") is not None:
+        mace["embedding"] = dict(mace["embedding"], readout=chosen.get("embedding_readout"))
+    return mace
+
+
 def evaluate_mace(
     model: Mapping[str, Any],
     t: Tensors,
@@ -418,11 +446,12 @@ def evaluate_mace(
     edges=None,
     intermediates: bool = False,
     structure_inputs: Optional[Mapping[str, float]] = None,
+    head: Optional[str] = None,
 ) -> Dict[str, np.ndarray]:
     """Per-atom and total energy of a MACE file (see :func:`evaluate`)."""
     from . import numpy_reference_arch as arch
 
-    mace = model["mace"]
+    mace = mace_head(model, head)
     positions = np.asarray(positions, dtype=float)
     species = np.asarray(species, dtype=np.int64)
     n = len(positions)
@@ -622,6 +651,7 @@ def evaluate(
     edges=None,
     intermediates: bool = False,
     structure_inputs: Optional[Mapping[str, float]] = None,
+    head: Optional[str] = None,
 ) -> Dict[str, np.ndarray]:
     """Evaluate a model file on one structure.
 
@@ -635,6 +665,7 @@ def evaluate(
     edges : optional ``(centre, neighbour, shift)`` to use instead of building the list.
     intermediates : also return per-layer intermediates (same keys as the golden file).
     structure_inputs : per-structure inputs of MACE embeddings, e.g. ``{"total_charge": 0}``.
+    head : a head of a multi-head MACE file (None: the default head).
 
     Returns
     -------
@@ -647,7 +678,16 @@ def evaluate(
     check_version(model)
     if model["arch"] == "mace":
         return evaluate_mace(
-            model, tensors, positions, species, cell, pbc, edges, intermediates, structure_inputs
+            model,
+            tensors,
+            positions,
+            species,
+            cell,
+            pbc,
+            edges,
+            intermediates,
+            structure_inputs,
+            head,
         )
     if model["arch"] == "nequip":
         return evaluate_nequip(model, tensors, positions, species, cell, pbc, edges, intermediates)

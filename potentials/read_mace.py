@@ -5,8 +5,9 @@ Supported: ``MACE`` and ``ScaleShiftMACE``; interaction blocks ``RealAgnosticInt
 ``RealAgnosticDensityResidualInteractionBlock``; any correlation, ``max_ell`` and hidden
 irreps; Bessel radial basis with the polynomial cutoff (``apply_cutoff`` on or off); the
 ``AgnesiTransform`` and ``SoftTransform`` distance transforms; ``ZBLBasis`` pair repulsion;
-linear and non-linear readouts; multi-head models (one head is exported); the species-agnostic
-product. Everything else is refused with a ``ValueError`` naming the module class.
+linear and non-linear readouts; multi-head models (every head is exported: FORMAT.md §5
+``heads``; the engines evaluate the one ``pair_style clebsch head NAME`` chooses); the
+species-agnostic product. Everything else is refused with a ``ValueError`` naming the module class.
 
 Run inside the mace environment (``~/.cache/clebsch/venv-mace``).
 
@@ -114,13 +115,32 @@ def _heads(model) -> List[str]:
     return list(getattr(model, "heads", None) or ["Default"])
 
 
+def default_head(model) -> Optional[str]:
+    """The head mace-torch's own calculator evaluates when none is named, or None.
+
+    ``MACECalculator``: the only head of a single-head model, else the head named ``default``
+    (any case); a multi-head model without one has no default.
+
+    Examples
+    --------
+    >>> # default_head(model)
+    >>> # 'Default'
+    """
+    heads = _heads(model)
+    if len(heads) == 1:
+        return heads[0]
+    named = [h for h in heads if h.lower() == "default"]
+    return named[0] if named else None
+
+
 def select_head(model, head: Optional[str]) -> Tuple[int, str]:
-    """Resolve a head name to its index.
+    """Resolve a head name to its index; None is the model's default head (:func:`default_head`).
 
     Raises
     ------
     ValueError
-        If the model has several heads and ``head`` is None or not one of them.
+        If ``head`` is not one of the model's heads, or is None and the model has several heads
+        none of which is named ``default``.
 
     Examples
     --------
@@ -129,12 +149,26 @@ def select_head(model, head: Optional[str]) -> Tuple[int, str]:
     """
     heads = _heads(model)
     if head is None:
-        if len(heads) > 1:
-            raise ValueError(f"model has {len(heads)} heads {heads}; pick one with --head")
-        return 0, heads[0]
+        head = default_head(model)
+        if head is None:
+            raise ValueError(
+                f"model has {len(heads)} heads {heads} and none is named 'default'; "
+                "pick the default head with --head"
+            )
+        return heads.index(head), head
     if head not in heads:
         raise ValueError(f"head {head!r} is not one of the model's heads {heads}")
     return heads.index(head), head
+
+
+class _PrefixedSink:
+    """A TensorSink view that prefixes every tensor name (the tensors of one head)."""
+
+    def __init__(self, sink: TensorSink, prefix: str) -> None:
+        self.sink, self.prefix = sink, prefix
+
+    def add(self, name: str, value) -> Dict[str, Any]:
+        return self.sink.add(self.prefix + name, value)
 
 
 def _check_model(model) -> None:
@@ -420,6 +454,38 @@ def _readout(
     )
 
 
+def _head_section(model, head: int, n_heads: int, n_layers: int, sink) -> Dict[str, Any]:
+    """What differs between heads: the readouts sliced to ``head``, its E0, scale and shift, and
+    its embedding readout (FORMAT.md §5 ``heads``)."""
+    n_readouts = len(model.readouts)
+    readouts = []
+    for r, readout in enumerate(model.readouts):
+        layer = n_layers - 1 if n_readouts == 1 else r
+        readouts.append(_readout(readout, r, layer, head, n_heads, sink))
+    e0 = torch.atleast_2d(model.atomic_energies_fn.atomic_energies.detach().double())
+    e0_row = e0[0] if e0.shape[0] != n_heads and e0.shape[0] == 1 else e0[head]
+    if type(model).__name__ == "ScaleShiftMACE":
+        scale = float(torch.atleast_1d(model.scale_shift.scale)[head])
+        shift = float(torch.atleast_1d(model.scale_shift.shift)[head])
+    else:
+        scale, shift = 1.0, 0.0
+    section = {
+        "readouts": readouts,
+        "atomic_energies": sink.add("atomic_energies", e0_row),
+        "scale_shift": {"scale": scale, "shift": shift},
+    }
+    if hasattr(model, "joint_embedding"):
+        section["embedding_readout"] = None
+        if hasattr(model, "embedding_readout"):
+            section["embedding_readout"] = _head_linear(
+                model.embedding_readout.linear,
+                "embedding_readout.linear.weight",
+                sink,
+                out_sel=[head] if n_heads > 1 else None,
+            )
+    return section
+
+
 def export_mace(
     model: torch.nn.Module, head: Optional[str] = None, source_path=None
 ) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
@@ -430,7 +496,8 @@ def export_mace(
     model : torch.nn.Module
         A ``MACE`` or ``ScaleShiftMACE`` (e3nn backend), any dtype; it is not modified.
     head : str, optional
-        Head to export; required when the model has several.
+        The default head (every head is exported; this one is evaluated when ``pair_style``
+        names none). None: mace-torch's own default (:func:`default_head`).
     source_path : str or pathlib.Path, optional
         The ``.model`` file, for the recorded SHA-256; without it the hash is taken over the
         parameters and buffers.
@@ -438,8 +505,8 @@ def export_mace(
     Raises
     ------
     ValueError
-        If anything in the model is unsupported (the message names the module class) or the
-        head is ambiguous.
+        If anything in the model is unsupported (the message names the module class), or
+        ``head`` is not a head of the model, or is None and the model has no default head.
 
     Examples
     --------
@@ -473,23 +540,15 @@ def export_mace(
         for t, (prod, inter) in enumerate(zip(model.products, model.interactions))
     ]
     n_layers = len(interactions)
-    n_readouts = len(model.readouts)
-    readouts = []
-    for r, readout in enumerate(model.readouts):
-        layer = n_layers - 1 if n_readouts == 1 else r
-        readouts.append(_readout(readout, r, layer, head_index, n_heads, sink))
-
-    e0 = torch.atleast_2d(model.atomic_energies_fn.atomic_energies.detach().double())
-    if e0.shape[0] != n_heads and e0.shape[0] == 1:
-        e0_row = e0[0]
-    else:
-        e0_row = e0[head_index]
-    if type(model).__name__ == "ScaleShiftMACE":
-        scale = float(torch.atleast_1d(model.scale_shift.scale)[head_index])
-        shift = float(torch.atleast_1d(model.scale_shift.shift)[head_index])
-    else:
-        scale, shift = 1.0, 0.0
-
+    # Every head, the default first in the sink so that its tensors keep the names of a
+    # single-head export; the top-level fields repeat the default head's (a 1.0 reader
+    # evaluates those).
+    order = [head_index] + [h for h in range(n_heads) if h != head_index]
+    sections = {}
+    for h in order:
+        hsink = sink if h == head_index else _PrefixedSink(sink, f"heads.{heads[h]}.")
+        sections[h] = _head_section(model, h, n_heads, n_layers, hsink)
+    default = sections[head_index]
     mace_section = {
         "model_class": class_name(model),
         "num_interactions": n_layers,
@@ -498,11 +557,13 @@ def export_mace(
         "pair_repulsion": _pair_repulsion(model, species_z),
         "interactions": interactions,
         "products": products,
-        "readouts": readouts,
-        "atomic_energies": sink.add("atomic_energies", e0_row),
-        "scale_shift": {"scale": scale, "shift": shift},
+        "readouts": default["readouts"],
+        "atomic_energies": default["atomic_energies"],
+        "scale_shift": default["scale_shift"],
+        "heads": [{"name": heads[h], **sections[h]} for h in range(n_heads)],
+        "default_head": head_name,
     }
-    embedding = describe_embedding(model, head_index, n_heads, sink)
+    embedding = describe_embedding(model, default.get("embedding_readout"), sink)
     if embedding is not None:
         mace_section["embedding"] = embedding
     model_json = model_header(
@@ -721,4 +782,5 @@ def golden_mace(model: torch.nn.Module, model_json: Dict[str, Any], head: Option
     )
     if inputs is not None:
         gj["structure_inputs"] = inputs
+    gj["head"] = select_head(model, head)[1]  # the head evaluated, which need not be the default
     return gj, gt

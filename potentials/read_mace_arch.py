@@ -9,7 +9,7 @@ builds them (``mace/modules/models.py::MACE.__init__``):
   learned density normalisation ``linear_1(M) / (beta D + alpha)``, a gate and ``linear_2``;
   its self-connection is a plain ``Linear`` (no species mixing).
 - ``NonLinearBiasReadoutBlock``: ``linear_2(act(linear_mid(act(linear_1(h)))))``, the last two
-  linears with biases on their scalar outputs; multi-head models are sliced to one head.
+  linears with biases on their scalar outputs; multi-head models are sliced to each head.
 - ``embedding_specs`` (``GenericJointEmbedding``): per-structure features (total charge, spin,
   ...) embedded, projected and added to ``h0``; with ``use_embedding_readout`` a linear
   readout of that ``h0`` whose energy goes outside the scale (into E0).
@@ -286,12 +286,11 @@ def describe_bias_readout(
     }
 
 
-def describe_embedding(model: Any, head: int, n_heads: int, sink: TensorSink):
-    """The per-structure embedding (``joint_embedding``) and its readout, or None."""
+def describe_embedding(model: Any, readout: Any, sink: TensorSink):
+    """The per-structure embedding (``joint_embedding``) with the default head's ``readout``
+    (already described, or None), or None."""
     if not hasattr(model, "joint_embedding"):
         return None
-    from .read_mace import _head_linear
-
     je = model.joint_embedding
     if type(je).__name__ != "GenericJointEmbedding":
         refuse(je, "expected mace GenericJointEmbedding")
@@ -338,12 +337,6 @@ def describe_embedding(model: Any, head: int, n_heads: int, sink: TensorSink):
     proj_lin, proj_act = je.project[0], je.project[1]
     if proj_lin.bias is not None:
         refuse(proj_lin, "projection with bias")
-    readout = None
-    if hasattr(model, "embedding_readout"):
-        out_sel = [head] if n_heads > 1 else None
-        readout = _head_linear(
-            model.embedding_readout.linear, "embedding_readout.linear.weight", sink, out_sel=out_sel
-        )
     return {
         "features": features,
         "project": {

@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Tuple
 import numpy as np
 
 FORMAT_NAME = "clebsch-model"
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 GOLDEN_FORMAT_NAME = "clebsch-golden"
 GOLDEN_FORMAT_VERSION = "1.0"
 
@@ -158,7 +158,7 @@ def check_version(model_json: Mapping[str, Any]) -> Tuple[int, int]:
     >>> check_version({"format": "clebsch-model", "format_version": "2.0"})
     Traceback (most recent call last):
     ...
-    ValueError: model file has format_version 2.0, this reader understands 1.x (1.0)
+    ValueError: model file has format_version 2.0, this reader understands 1.x (1.1)
     """
     fmt = model_json.get("format")
     if fmt != FORMAT_NAME:

@@ -50,6 +50,34 @@ inline std::vector<GoldenCase> golden_cases(const std::string& arch, const std::
   return out;
 }
 
+/// One head of a multi-head model with mace-torch's golden data on that head (models.json
+/// head_goldens), and the model's heads as the builder made them (hyperparameters.heads).
+struct HeadGoldenCase {
+  std::string name, model_path, head, golden_path, default_head;
+  std::vector<std::string> heads;
+};
+
+/// Every head of every multi-head model of models.json; none is a test failure.
+inline std::vector<HeadGoldenCase> head_golden_cases() {
+  const std::string dir = exported_models_dir();
+  std::ifstream in(dir + "/models.json");
+  if (!in) {
+    ADD_FAILURE() << dir << "/models.json is missing (exported_models fixture)";
+    return {};
+  }
+  const nlohmann::json index = nlohmann::json::parse(in);
+  std::vector<HeadGoldenCase> out;
+  for (const auto& m : index.at("models")) {
+    if (!m.contains("head_goldens")) continue;
+    for (const auto& [head, file] : m.at("head_goldens").items())
+      out.push_back({m.at("name").get<std::string>(), dir + "/" + m.at("file").get<std::string>(),
+                     head, dir + "/" + file.get<std::string>(), m.at("head").get<std::string>(),
+                     m.at("hyperparameters").at("heads").get<std::vector<std::string>>()});
+  }
+  EXPECT_GE(out.size(), 2u) << "models.json lists no multi-head model with per-head golden data";
+  return out;
+}
+
 /// One golden structure: the exporter's edge list (vectors as stored, in the exporting package's
 /// sign convention) and its reference energy [1], node energies [N], forces [N][3], virial [3][3].
 struct GoldenStructure {

@@ -30,8 +30,11 @@
 #include "clebsch/cuda/engine/cuda_engine.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/model/model.h"
+#include "clebsch/model/model_heads.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch/model/safetensors.h"
 #include "clebsch/support/error.h"
+#include "exported_golden.h"
 #include "exported_models_dir.h"
 #include "owner_map_exchange.h"
 
@@ -493,6 +496,56 @@ TEST(MaceCudaEngine, WithoutADeviceTheFactoryNamesTheFix) {
   } catch (const CudaError& e) {
     EXPECT_NE(std::string(e.what()).find("device cpu"), std::string::npos) << e.what();
   }
+}
+
+// pair_style clebsch head NAME: the CUDA engine evaluates the head select_head() left in the
+// model, equal to mace-torch run on that head (models.json head_goldens).
+TEST(MaceCudaEngine, EachHeadMatchesMaceTorchOnThatHead) {
+  for (const std::string& be : backends())
+    for (const test::HeadGoldenCase& c : test::head_golden_cases()) {
+      SCOPED_TRACE(be + " " + c.name + " head " + c.head);
+      model::Model m = read_model(c.model_path);
+      model::select_head(m, c.head);
+      auto dev = engine_for(m, Precision::kFloat64, be);
+      for (test::GoldenStructure s :
+           test::golden_structures(SafetensorsFile::read(c.golden_path))) {
+        SCOPED_TRACE(s.name);
+        for (double& x : s.vectors) x = -x;  // MACE's centre minus neighbour
+        const test::GoldenErrors e = test::compare_to_golden(*dev, s);
+        EXPECT_LE(e.energy_rel, 1e-12);
+        EXPECT_LE(e.force, 1e-10 * std::max(1.0, test::max_abs(s.forces)));
+        EXPECT_LE(e.virial, 1e-10 * std::max(1.0, test::max_abs(s.virial)));
+      }
+    }
+}
+
+// memory_usage(): the device bytes are the live allocations of the engine's own backend, at
+// least the graph's per-edge inputs and outputs, growing with the graph; the host bytes are the
+// host engine's copy of the model.
+TEST(MaceCudaEngine, MemoryUsageIsTheBackendsLiveAllocations) {
+  const Case& c = mace_cases().front();
+  CudaEngineOptions o;
+  o.backend = std::shared_ptr<DeviceBackend>(make_emulated_backend());
+  auto dev = make_cuda_engine(c.model, Precision::kFloat64, o);
+  const EngineMemory before = dev->memory_usage();
+  EXPECT_GE(before.host_bytes, c.model.num_values * sizeof(double));
+  const System small = cluster(6, c.model.num_species(), 2.6, 7, c.model.r_max);
+  const System big = cluster(30, c.model.num_species(), 5.5, 9, c.model.r_max);
+  ASSERT_GT(big.center.size(), 3 * small.center.size());
+  std::size_t device[2];
+  const System* order[2] = {&small, &big};
+  for (int k = 0; k < 2; ++k) {
+    EngineResult r;
+    dev->compute(graph_of(*order[k]), r, nullptr);
+    const EngineMemory m = dev->memory_usage();
+    EXPECT_EQ(m.device_bytes, o.backend->allocated_bytes());
+    // vectors in, dE/dvector out (float64, 3 each), centre and neighbour indices
+    EXPECT_GE(m.device_bytes, order[k]->center.size() * (6 * sizeof(double) + 2 * sizeof(int)));
+    device[k] = m.device_bytes;
+  }
+  EXPECT_GT(device[1], device[0]);
+  dev.reset();
+  EXPECT_EQ(o.backend->allocated_bytes(), 0u);  // everything counted was the engine's
 }
 
 }  // namespace

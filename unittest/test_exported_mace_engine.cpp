@@ -907,6 +907,34 @@ TEST(MaceEngine, ReportsTheModelsProperties) {
   }
 }
 
+// memory_usage(): the model's values in the network type before any call; after a call at least
+// the per-edge harmonics and radial basis with their gradients (what mace_engine.h says it keeps
+// per edge), growing with the graph and kept (not grown again) for a smaller one.
+TEST(MaceEngine, MemoryUsageGrowsWithTheGraphAndCountsThePerEdgeData) {
+  for (const Case& c : mace_cases()) {
+    SCOPED_TRACE(c.name);
+    MaceEngine engine(c.model, Precision::kFloat64);
+    const EngineMemory empty = engine.memory_usage();
+    EXPECT_EQ(empty.device_bytes, 0u);
+    EXPECT_GE(empty.host_bytes, c.model.num_values * sizeof(double));
+    const System small = cluster(6, c.model.num_species(), 2.6, 1.6, 7, c.model.r_max);
+    const System big = cluster(40, c.model.num_species(), 6.0, 1.6, 8, c.model.r_max);
+    ASSERT_GT(big.num_edges(), 3 * small.num_edges());
+    const std::size_t nsh = (c.model.sh_lmax + 1) * (c.model.sh_lmax + 1);
+    const std::size_t nb = c.model.mace->radial.num_basis;
+    std::size_t held[3];
+    const System* order[3] = {&small, &big, &small};
+    for (int k = 0; k < 3; ++k) {
+      run(engine, *order[k], order[k]->vectors());
+      held[k] = engine.memory_usage().host_bytes;
+      EXPECT_GE(held[k] - empty.host_bytes,
+                order[k]->num_edges() * (2 * nsh + 2 * nb) * sizeof(double));
+    }
+    EXPECT_GT(held[1], held[0]);
+    EXPECT_EQ(held[2], held[1]);  // buffers keep their capacity
+  }
+}
+
 void expect_error(Engine& engine, const AtomGraph& g, GhostExchange* x, const std::string& what) {
   EngineResult r;
   try {

@@ -115,11 +115,16 @@ class CudaBackend final : public DeviceBackend {
     CUdeviceptr p = 0;
     const CUresult r = driver().MemAlloc(&p, bytes);
     if (r != CUDA_SUCCESS) check(r, ("cuMemAlloc(" + std::to_string(bytes) + " bytes)").c_str());
-    return reinterpret_cast<void*>(p);
+    void* out = reinterpret_cast<void*>(p);
+    sizes_.track(out, bytes);
+    return out;
   }
   void free(void* ptr) noexcept override {
-    if (ptr) driver().MemFree(dptr(ptr));
+    if (!ptr) return;
+    sizes_.untrack(ptr);
+    driver().MemFree(dptr(ptr));
   }
+  std::size_t allocated_bytes() const override { return sizes_.bytes(); }
   void upload(void* dst, const void* src, std::size_t bytes, Stream s) override {
     if (!bytes) return;
     auto work = [&] { CLEBSCH_CU_CHECK(MemcpyHtoDAsync(dptr(dst), src, bytes, cu(s))); };
@@ -223,6 +228,7 @@ class CudaBackend final : public DeviceBackend {
   }
   KernelTimingLog log_;
   std::vector<CUevent> events_;
+  AllocationSizes sizes_;  // allocated_bytes()
   // Callers may have switched contexts (another library on this thread): make ours current.
   void current() {
     CUcontext c = nullptr;

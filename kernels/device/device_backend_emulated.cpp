@@ -118,9 +118,15 @@ class EmulatedBackend final : public DeviceBackend {
     if (bytes == 0) return nullptr;
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw CudaError("emulated allocation of " + std::to_string(bytes) + " bytes failed");
+    sizes_.track(p, bytes);
     return p;
   }
-  void free(void* ptr) noexcept override { std::free(ptr); }
+  void free(void* ptr) noexcept override {
+    if (!ptr) return;
+    sizes_.untrack(ptr);
+    std::free(ptr);
+  }
+  std::size_t allocated_bytes() const override { return sizes_.bytes(); }
   void upload(void* dst, const void* src, std::size_t n, Stream) override {
     if (!n) return;
     if (timing_) return timed("copy H2D", {}, n, [&] { std::memcpy(dst, src, n); });
@@ -233,6 +239,7 @@ class EmulatedBackend final : public DeviceBackend {
   }
   KernelTimingLog log_;
   EmulationOptions o_;
+  AllocationSizes sizes_;  // allocated_bytes()
   std::string compiler_identity_;
 };
 

@@ -38,6 +38,11 @@ class CudaEngineBase : public CudaEngine {
   int num_layers() const override { return host_.num_layers(); }
   int exchange_width() const override { return host_.exchange_width(); }
   DeviceBackend& backend() override { return *backend_; }
+  /// Host: the host engine's copy of the model. Device: every allocation live on the backend,
+  /// which is the engine's own unless CudaEngineOptions::backend shares one between engines.
+  EngineMemory memory_usage() const override {
+    return {host_.memory_usage().host_bytes, backend_->allocated_bytes()};
+  }
 
  protected:
   /// Builds the host engine first (its constructor rejects an unsupported model before any

@@ -198,10 +198,50 @@ def test_virial_is_minus_strain_derivative():
 
 def test_multihead_without_head_is_refused():
     model = build_mace(seed=1, **CASES["multihead"])
-    with pytest.raises(ValueError, match="2 heads"):
+    with pytest.raises(ValueError, match="2 heads .* none is named 'default'"):
         read_mace.export_mace(model)
     with pytest.raises(ValueError, match="not one of the model's heads"):
         read_mace.export_mace(model, head="nope")
+
+
+def test_every_head_is_exported_and_each_matches_mace_torch(tmp_path):
+    """One file holds every head; the NumPy reference of each head equals mace-torch run on that
+    head (the golden data of ``golden_mace(head=...)``), and the heads differ."""
+    model = build_mace(seed=3, **CASES["multihead"])
+    model_json, tensors = read_mace.export_mace(model, head="r2scan")
+    path = tmp_path / "model.safetensors"
+    write.write_model(path, model_json, tensors)
+    model_json, tensors = write.read_model(path)
+    mace_json = model_json["mace"]
+    assert [h["name"] for h in mace_json["heads"]] == ["pbe", "r2scan"]
+    assert mace_json["default_head"] == "r2scan" == model_json["source"]["head"]
+    assert mace_json["readouts"] == mace_json["heads"][1]["readouts"]
+    energies = {}
+    for head in ("pbe", "r2scan"):
+        golden_json, g = read_mace.golden_mace(model, model_json, head=head)
+        assert golden_json["head"] == head
+        for s in golden_json["structures"]:
+            n = s["name"]
+            edges = (g[f"{n}.edge_centre"], g[f"{n}.edge_neighbour"], g[f"{n}.edge_shift"])
+            args = (g[f"{n}.positions"], g[f"{n}.species"], g[f"{n}.cell"])
+            out = nr.evaluate(
+                model_json, tensors, *args, g[f"{n}.pbc"].astype(bool), edges=edges, head=head
+            )
+            _close(out["energy"], g[f"{n}.energy"])
+            _close(out["node_energy"], g[f"{n}.node_energy"])
+            energies.setdefault(n, []).append(float(g[f"{n}.energy"][0]))
+    for n, (e_pbe, e_r2scan) in energies.items():
+        assert abs(e_pbe - e_r2scan) > 1e-3, (n, e_pbe, e_r2scan)
+    with pytest.raises(ValueError, match="not one of the file's heads"):
+        nr.mace_head(model_json, "nope")
+
+
+def test_head_named_default_is_the_default():
+    """mace-torch's calculator rule: with several heads and none named, the head 'default'."""
+    model = build_mace(seed=4, **dict(CASES["multihead"], heads=["pt_head", "Default"]))
+    model_json, _ = read_mace.export_mace(model)
+    assert model_json["mace"]["default_head"] == "Default"
+    assert model_json["source"]["heads"] == ["pt_head", "Default"]
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,16 @@ class GhostExchange {
   virtual bool accepts_device_rows() const { return false; }
 };
 
+/// What an engine holds between compute() calls (Engine::memory_usage), in bytes.
+struct EngineMemory {
+  /// Host memory: the model's data as the engine keeps it, and the buffers that stay allocated
+  /// from one compute() to the next (sized by the largest graph so far). Scratch that a call
+  /// allocates and frees is not counted.
+  std::size_t host_bytes = 0;
+  /// Accelerator memory: the allocations the engine has made and not freed (0 on the host).
+  std::size_t device_bytes = 0;
+};
+
 /// Arithmetic of an engine: float64 everywhere; float32 everywhere; or float32 network with
 /// geometry, energies, forces and virials accumulated in float64.
 enum class Precision { kFloat64, kFloat32, kMixed };
@@ -91,6 +101,9 @@ class Engine {
   /// edges. @throws Error on an invalid graph (species out of range, edge index out of range,
   /// vector longer than the cutoff, atoms closer than the engine's minimum distance).
   virtual void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) = 0;
+  /// Memory held now (it grows with the largest graph computed so far), for the caller's memory
+  /// report (LAMMPS's memory_usage()).
+  virtual EngineMemory memory_usage() const = 0;
 };
 
 }  // namespace clebsch

@@ -17,8 +17,8 @@
 
 /// Declares, last in the body of `class Name : public Engine`: the destructor, the move
 /// constructor and assignment, the Engine overrides (species, both r_max, num_layers,
-/// exchange_width, compute), `Precision precision() const`, the nested `class Impl` and the
-/// private `std::unique_ptr<Impl> impl_`. The class's own comments document what its
+/// exchange_width, compute, memory_usage), `Precision precision() const`, the nested `class Impl`
+/// and the private `std::unique_ptr<Impl> impl_`. The class's own comments document what its
 /// exchange_width() and compute() mean and throw. Leaves the class body in `private:`.
 #define CLEBSCH_HOST_ENGINE_PIMPL(Name)                                                         \
  public:                                                                                        \
@@ -33,6 +33,7 @@
   int exchange_width() const override;                                                          \
   Precision precision() const;                                                                  \
   void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override; \
+  EngineMemory memory_usage() const override;                                                   \
                                                                                                 \
   class Impl;                                                                                   \
                                                                                                 \

@@ -11,6 +11,7 @@
 
 #include <memory>
 
+#include "clebsch/engine/held_bytes.h"
 #include "clebsch/engine/mace_engine_impl.h"
 #include "clebsch/support/error.h"
 
@@ -86,8 +87,18 @@ void MaceImpl<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   final_gradient(g, result);
 }
 
-#define CLEBSCH_INSTANTIATE(T, G) \
-  template void MaceImpl<T, G>::compute(const AtomGraph&, EngineResult&, GhostExchange*);
+template <class T, class G>
+std::size_t MaceImpl<T, G>::buffer_bytes() const {
+  using engine_detail::sum_held_bytes;
+  return sum_held_bytes(perm_, centre_, sender_, centre_ptr_, by_sender_, sender_ptr_,
+                        centre_tasks_, sender_tasks_, Y_, ef_, fc_, gY_, gE_, gF_, zbl_atom_,
+                        energy_acc_, hu_, A_, dens_, Ml_, readout_z_, readout_z2_, Xg_, ghu_res_,
+                        h_, sc_, gh_, gh_prev_, gMraw_, gdens_, ghu_, ghu_private_);
+}
+
+#define CLEBSCH_INSTANTIATE(T, G)                                                         \
+  template void MaceImpl<T, G>::compute(const AtomGraph&, EngineResult&, GhostExchange*); \
+  template std::size_t MaceImpl<T, G>::buffer_bytes() const;
 CLEBSCH_MACE_PRECISIONS(CLEBSCH_INSTANTIATE)
 #undef CLEBSCH_INSTANTIATE
 
@@ -116,6 +127,7 @@ MaceEngine::MaceEngine(const model::Model& model, Precision precision,
   }
   if (!impl_) throw Error("MaceEngine: unknown precision");
   impl_->precision = precision;
+  impl_->model_bytes = model.num_values * (precision == Precision::kFloat64 ? 8 : 4);
 }
 
 MaceEngine::~MaceEngine() = default;
@@ -136,6 +148,9 @@ Precision MaceEngine::precision() const { return impl_->precision; }
 
 void MaceEngine::compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) {
   impl_->compute(graph, result, exchange);
+}
+EngineMemory MaceEngine::memory_usage() const {
+  return {impl_->model_bytes + impl_->buffer_bytes(), 0};
 }
 
 }  // namespace clebsch

@@ -49,8 +49,11 @@ class MaceEngine::Impl {
  public:
   virtual ~Impl() = default;
   virtual void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) = 0;
+  /// Bytes of the buffers kept between calls.
+  virtual std::size_t buffer_bytes() const = 0;
 
   std::vector<std::string> species_names;
+  std::size_t model_bytes = 0;  // the plan: the model's values in the network type
   double r_max = 0;
   std::vector<double> r_max_pairs;
   int num_species = 0;
@@ -183,6 +186,7 @@ class MaceImpl final : public MaceEngine::Impl {
  public:
   MaceImpl(const model::Model& model, const MaceEngineOptions& options);
   void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
+  std::size_t buffer_bytes() const override;
 
  private:
   // Per-thread scratch of the edge passes, and of the node passes of a block of rows.

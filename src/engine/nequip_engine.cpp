@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "clebsch/engine/held_bytes.h"
 #include "clebsch/engine/nequip_engine_impl.h"
 #include "clebsch/support/error.h"
 
@@ -245,6 +246,18 @@ void NequipImpl<S, G>::compute(const AtomGraph& g, EngineResult& result, GhostEx
 }
 
 // The forward and backward passes are instantiated in their own files.
+template <class S, class G>
+std::size_t NequipImpl<S, G>::buffer_bytes() const {
+  using engine_detail::held_bytes;
+  using engine_detail::sum_held_bytes;
+  std::size_t bytes = held_bytes(ws_);
+  for (const Workspace<S>& w : ws_)
+    bytes += sum_held_bytes(w.rows_in, w.mlp, w.grad_w, w.grad_in, w.mlp_grad, w.grad_x, w.grad_y,
+                            w.row, w.message, w.tp);
+  return bytes + sum_held_bytes(sh_, emb_, zbl_edge_, grad_sh_, grad_emb_, x_, y_, h_, h_next_,
+                                message_, grad_h_, grad_h_in_, grad_y_, grad_message_);
+}
+
 template class NequipImpl<double, double>;
 template class NequipImpl<float, double>;
 template class NequipImpl<float, float>;
@@ -269,6 +282,7 @@ NequipEngine::NequipEngine(const model::Model& model, Precision precision) {
     default:
       throw Error("NequipEngine: unknown precision " + std::to_string(static_cast<int>(precision)));
   }
+  impl_->model_bytes_ = model.num_values * (precision == Precision::kFloat64 ? 8 : 4);
 }
 
 NequipEngine::~NequipEngine() = default;
@@ -290,6 +304,10 @@ Precision NequipEngine::precision() const { return impl_->precision_; }
 
 void NequipEngine::compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) {
   impl_->compute(graph, result, exchange);
+}
+
+EngineMemory NequipEngine::memory_usage() const {
+  return {impl_->model_bytes_ + impl_->buffer_bytes(), 0};
 }
 
 }  // namespace clebsch

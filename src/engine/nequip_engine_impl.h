@@ -35,6 +35,8 @@ class NequipEngine::Impl {
   virtual ~Impl() = default;
 
   virtual void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) = 0;
+  /// Bytes of the buffers kept between calls (workspaces included).
+  virtual std::size_t buffer_bytes() const = 0;
 
   /// Checks everything compute() relies on, before any arithmetic (nequip_graph_check.h: the
   /// CUDA engine runs the same checks, so both fail with the same message).
@@ -49,6 +51,7 @@ class NequipEngine::Impl {
   double r_max_ = 0;
   std::vector<std::string> species_names_;
   std::vector<double> r_max_pairs_;
+  std::size_t model_bytes_ = 0;  // the model's values in the network type
 };
 
 namespace nequip_detail {
@@ -167,6 +170,7 @@ class NequipImpl final : public NequipEngine::Impl {
   NequipImpl(const model::Model& model, Precision precision);
 
   void compute(const AtomGraph& graph, EngineResult& result, GhostExchange* exchange) override;
+  std::size_t buffer_bytes() const override;
 
  private:
   // Set-up (nequip_engine.cpp).

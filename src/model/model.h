@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -234,6 +235,17 @@ struct MaceEmbedding {
   std::optional<Linear> readout;  ///< C x 0e -> 1x0e
 };
 
+/// One head of a MACE model (FORMAT.md §5 heads): what differs between the heads of a multi-head
+/// model. Checked like the top-level fields it replaces (readouts end in one energy, E0 has one
+/// value per species, the embedding readout reads h0's scalars).
+struct MaceHead {
+  std::string name;  ///< unique among the model's heads
+  std::vector<MaceReadout> readouts;
+  std::vector<double> atomic_energies;  ///< [num_species]
+  double scale = 1.0, shift = 0.0;
+  std::optional<Linear> embedding_readout;  ///< C x 0e -> 1x0e, with an embedding that has one
+};
+
 struct Mace {
   Linear node_embedding;  ///< from one-hot species (S x 0e)
   MaceRadial radial;
@@ -244,6 +256,12 @@ struct Mace {
   std::vector<double> atomic_energies;  ///< [num_species]
   double scale = 1.0, shift = 0.0;
   std::optional<MaceEmbedding> embedding;
+  /// Every head in file order (one for a single-head model or a 1.0 file, named "Default"). The
+  /// readouts, atomic_energies, scale, shift and embedding->readout above are heads[head]'s,
+  /// which is what the engines evaluate; select_head() (model_heads.h) changes them.
+  std::vector<MaceHead> heads;
+  int head = 0;          ///< index into heads of the head the fields above hold
+  int default_head = 0;  ///< index into heads of the file's default_head
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -308,6 +326,9 @@ struct Model {
   Irreps sh_irreps;
   std::optional<Mace> mace;      ///< set when arch == kMace
   std::optional<Nequip> nequip;  ///< set when arch == kNequip
+  /// Values in the file's tensors: the size of the model's data (engines report their copy of
+  /// it as this many values of their network type in memory_usage()).
+  std::size_t num_values = 0;
 
   int num_species() const { return static_cast<int>(species.size()); }
 };

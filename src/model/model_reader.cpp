@@ -437,10 +437,12 @@ model::Model parse_root(const SafetensorsFile& file, Context& ctx, const nlohman
 
   // FORMAT.md 1: every tensor of the file is referenced; a stray one means the JSON and the
   // tensors do not belong together.
-  for (const std::string& name : file.names())
+  for (const std::string& name : file.names()) {
     if (!ctx.referenced.count(name))
       throw ModelFormatError("model file \"" + file.origin() + "\": tensor \"" + name +
                              "\" is not referenced by model_json");
+    m.num_values += static_cast<std::size_t>(file.tensor(name).numel());
+  }
   return m;
 }
 

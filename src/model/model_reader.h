@@ -28,7 +28,7 @@ namespace clebsch {
 /// The format name a model file carries in `__metadata__.format` and `model_json.format`.
 inline constexpr const char* kModelFormatName = "clebsch-model";
 /// The version this reader implements; it accepts any 1.x.
-inline constexpr const char* kModelFormatVersion = "1.0";
+inline constexpr const char* kModelFormatVersion = "1.1";
 inline constexpr int kModelFormatMajor = 1;
 
 /// Reads, validates and decodes the model file at @p path.

@@ -154,6 +154,8 @@ model::MaceInteraction::NonLinear parse_nonlinear_interaction(const Node& n,
                                                               int num_basis);
 /// The per-structure embedding of a MACE section (null: none).
 std::optional<model::MaceEmbedding> parse_mace_embedding(const Node& node, const Irreps& h0);
+/// The embedding's readout (null: none), C x 0e of h0 to one energy.
+std::optional<model::Linear> parse_embedding_readout(const Node& node, const Irreps& h0);
 /// The linear_mid / linear_2 of a nonlinear_bias readout.
 void parse_bias_readout(const Node& n, model::MaceReadout& R, const Irreps& h,
                         const std::string& h_what);

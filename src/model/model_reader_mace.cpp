@@ -8,6 +8,9 @@
 // in one scalar, and ZBL and distance transforms sized per species.
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <set>
+#include <string>
 
 #include "clebsch/model/model_reader_detail.h"
 #include "clebsch/support/error.h"
@@ -301,6 +304,56 @@ model::MaceReadout parse_readout(const Node& n, const std::vector<model::MacePro
   return R;
 }
 
+// FORMAT.md §5 heads (1.1): every head's readouts, E0, scale/shift and embedding readout, then
+// the default head in the fields the engines read. A 1.0 file has one head, the top-level fields.
+void parse_heads(const Node& node, model::Mace& m, int S) {
+  const std::optional<Node> list = node.optional("heads");
+  if (!list) {
+    m.heads.push_back({"Default", m.readouts, m.atomic_energies, m.scale, m.shift,
+                       m.embedding ? m.embedding->readout : std::nullopt});
+    return;
+  }
+  if (list->size() == 0) list->fail("is empty; a model has at least one head");
+  std::set<std::string> names;
+  for (std::size_t k = 0; k < list->size(); ++k) {
+    const Node h = (*list)[k];
+    model::MaceHead H;
+    const Node name = h.at("name");
+    H.name = name.string();
+    if (H.name.empty()) name.fail("is empty");
+    if (!names.insert(H.name).second) name.fail("\"" + H.name + "\" names two heads");
+    const Node readouts = h.at("readouts");
+    if (readouts.size() == 0) readouts.fail("is empty; a head needs at least one readout");
+    for (std::size_t r = 0; r < readouts.size(); ++r)
+      H.readouts.push_back(parse_readout(readouts[r], m.products));
+    H.atomic_energies = h.at("atomic_energies").tensor({S}, "[num_species]");
+    const Node ss = h.object("scale_shift");
+    H.scale = ss.at("scale").number();
+    H.shift = ss.at("shift").number();
+    // A model with an embedding names each head's block of its readout (null: no readout).
+    if (m.embedding)
+      H.embedding_readout =
+          parse_embedding_readout(h.at("embedding_readout"), m.node_embedding.irreps_out);
+    m.heads.push_back(std::move(H));
+  }
+  const Node dflt = node.at("default_head");
+  const std::string name = dflt.string();
+  m.default_head = -1;
+  std::string known;
+  for (std::size_t k = 0; k < m.heads.size(); ++k) {
+    if (m.heads[k].name == name) m.default_head = static_cast<int>(k);
+    known += (known.empty() ? "" : ", ") + m.heads[k].name;
+  }
+  if (m.default_head < 0) dflt.fail("is \"" + name + "\", not one of the heads: " + known);
+  const model::MaceHead& d = m.heads[m.default_head];
+  m.head = m.default_head;
+  m.readouts = d.readouts;
+  m.atomic_energies = d.atomic_energies;
+  m.scale = d.scale;
+  m.shift = d.shift;
+  if (m.embedding) m.embedding->readout = d.embedding_readout;
+}
+
 }  // namespace
 
 model::Mace parse_mace(const Node& node, const model::Model& top) {
@@ -339,6 +392,7 @@ model::Mace parse_mace(const Node& node, const model::Model& top) {
   m.shift = ss.at("shift").number();
   if (auto emb = node.optional("embedding"))
     m.embedding = parse_mace_embedding(*emb, m.node_embedding.irreps_out);
+  parse_heads(node, m, S);
   return m;
 }
 

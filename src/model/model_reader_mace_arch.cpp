@@ -86,6 +86,14 @@ model::MaceInteraction::NonLinear parse_nonlinear_interaction(const Node& n,
   return N;
 }
 
+std::optional<model::Linear> parse_embedding_readout(const Node& ro, const Irreps& h0) {
+  if (ro.is_null()) return std::nullopt;
+  model::Linear L = parse_linear(ro);
+  expect_layout(ro.at("irreps_in"), L.irreps_in, h0, "mace.node_embedding.irreps_out");
+  expect_layout(ro.at("irreps_out"), L.irreps_out, Irreps("1x0e"), "one energy,");
+  return L;
+}
+
 std::optional<model::MaceEmbedding> parse_mace_embedding(const Node& node, const Irreps& h0) {
   if (node.is_null()) return std::nullopt;
   model::MaceEmbedding E;
@@ -119,12 +127,7 @@ std::optional<model::MaceEmbedding> parse_mace_embedding(const Node& node, const
     node.fail("needs scalar node features h0, found " + h0.str());
   E.project = proj.at("weight").tensor({total, E.dim_out}, "[sum of feature dims, dim(h0)]");
   E.project_activation = parse_activation(proj.at("activation"));
-  const Node ro = node.at("readout");
-  if (!ro.is_null()) {
-    E.readout = parse_linear(ro);
-    expect_layout(ro.at("irreps_in"), E.readout->irreps_in, h0, "mace.node_embedding.irreps_out");
-    expect_layout(ro.at("irreps_out"), E.readout->irreps_out, Irreps("1x0e"), "one energy,");
-  }
+  E.readout = parse_embedding_readout(node.at("readout"), h0);
   const Node scaled = node.at("readout_scaled");
   if (scaled.boolean()) scaled.fail("is true; only mace-torch's unscaled embedding readout exists");
   return E;

@@ -98,6 +98,69 @@ def test_golden_structures_match_python_model(model, newton):
     _check_golden(name, path, golden_path, newton=newton)
 
 
+def _head_params():
+    """(name, model, golden file of one head, head, default head) of every multi-head model."""
+    try:
+        index = pathlib.Path(os.environ.get("CLEBSCH_MODELS_DIR", "")) / "models.json"
+        out = []
+        for m in json.loads(index.read_text())["models"]:
+            for head, golden in (m.get("head_goldens") or {}).items():
+                case = (m["name"], index.parent / m["file"], index.parent / golden, head, m["head"])
+                out.append(pytest.param(case, id=f"{m['name']}-{head}"))
+        return out or [pytest.param(None, id="no-multihead-model")]
+    except BaseException:
+        return [pytest.param(None, id="models-missing")]
+
+
+@pytest.mark.parametrize("case", _head_params())
+def test_head_keyword_evaluates_that_head_as_mace_torch_does(case):
+    """`pair_style clebsch head NAME` on the fixture's two-head model: energies, per-atom
+    energies, forces and virials equal mace-torch evaluated on that head (its own golden file)."""
+    assert case is not None, "no multi-head model with per-head golden data in models.json"
+    name, path, golden_path, head, _ = case
+    _check_golden(f"{name} head {head}", path, golden_path, pair_args=f"head {head}")
+
+
+def test_unknown_head_is_an_error_naming_the_heads():
+    case = next(p.values[0] for p in _head_params())
+    assert case is not None, "no multi-head model with per-head golden data in models.json"
+    _, path, golden_path, _, default = case
+    s = golden_structures(golden_path)[0]
+    run, _ = _run_golden(path, s, pair_args="head nope")
+    assert run.returncode != 0
+    assert '"nope" is not a head of the model; its heads are' in run.output, run.output[-2000:]
+    assert f"(default {default})" in run.output and "change the head keyword" in run.output
+    cleanup(run)
+
+
+def test_reissued_pair_style_changes_the_head():
+    """head of a non-default head, then a plain `pair_style clebsch`: back on the default head,
+    each run equal to mace-torch on its head."""
+    cases = [p.values[0] for p in _head_params()]
+    assert cases[0] is not None, "no multi-head model with per-head golden data in models.json"
+    other = next(c for c in cases if c[3] != c[4])
+    default = next(c for c in cases if c[3] == c[4] and c[0] == other[0])
+    _, path, golden_other, head, _ = other
+    s_other = golden_structures(golden_other)[0]
+    s_default = golden_structures(default[2])[0]
+    assert s_other.name == s_default.name
+    elements = model_species(path)
+    box, positions, _ = to_lammps(s_other.positions, s_other.cell, s_other.pbc)
+    boundary = " ".join("p" if p else "f" for p in s_other.pbc)
+    text = (
+        _input(path, elements, boundary, pair_args=f"head {head}") + "pair_style clebsch\nrun 0\n"
+    )
+    data = data_file(box, positions, s_other.species + 1, len(elements))
+    run2 = run_lammps(text, files={"data.test": data})
+    assert run2.returncode == 0, run2.output
+    assert "engine rebuilt" in run2.log
+    first, second = run2.thermo[0]["PotEng"], run2.thermo[-1]["PotEng"]
+    tol = TOL_F64 * max(1.0, abs(s_default.energy))
+    assert abs(first - s_other.energy) <= tol, (first, s_other.energy)
+    assert abs(second - s_default.energy) <= tol, (second, s_default.energy)
+    cleanup(run2)
+
+
 def _check_golden(name, path, golden_path, *, newton="on", nprocs=1, pair_args=None, pre=""):
     if pair_args is None:
         pair_args = _pair_args(golden_path)

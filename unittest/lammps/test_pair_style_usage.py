@@ -315,3 +315,54 @@ def test_citation_reminder_names_the_model_papers(tmp_path):
     assert "pair clebsch (MACE and NequIP models)" in proc.stdout
     cite = (tmp_path / "cite.txt").read_text()
     assert "Batatia2022" in cite and "Batzner2022" in cite, cite[-2000:]
+
+
+# ------------------------------------------------------------------------------------------------
+# memory_usage(): the engine's memory in LAMMPS's memory report
+# ------------------------------------------------------------------------------------------------
+
+MEMORY = """
+pair_style clebsch {keywords}
+pair_coeff * * {model} Cu Au
+thermo_style custom step pe
+run 0
+info memory
+"""
+
+
+def _memory(run):
+    """LAMMPS's own sum of every object's memory_usage() ("Total dynamically allocated memory",
+    the same sum as the memory line of run) and the allocator's count of heap bytes in use
+    ("Current reserved memory pool size", glibc's mallinfo: an independent measure), Mbyte."""
+    text = run.output
+    total = float(re.search(r"Total dynamically allocated memory: ([\d.e+]+) Mbyte", text)[1])
+    pool = float(re.search(r"Current reserved memory pool size: ([\d.e+]+) Mbyte", text)[1])
+    return total, pool
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_memory_report_counts_the_engine(device, monkeypatch):
+    """From a small to a larger crystal the heap grows mostly by the engine's buffers (per edge
+    and per atom; on the emulated GPU backend device memory is host heap too): LAMMPS's reported
+    memory must grow by about as much (between half and 1.5 times the heap's growth). Without
+    the engine in the pair style's memory_usage() it grows by the graph and neighbor lists only,
+    a small part of the heap's growth."""
+    if device == "gpu":
+        if os.environ.get("CLEBSCH_CUDA_ENGINE", "1") == "0":
+            pytest.skip(
+                "this build has no CUDA engine (no CUDA toolkit was found at configure time)"
+            )
+        if any(pathlib.Path(p).exists() for p in ("/dev/nvidia0", "/dev/nvidiactl")):
+            pytest.skip("on a GPU device memory is not host heap (the engine test checks it)")
+        monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
+    sizes = (2, 3) if device == "gpu" else (3, 6)
+    measured = []
+    for n in sizes:
+        run = _ok(_run((2, n, 0.0), MEMORY.format(keywords=f"device {device}", model=MODEL)))
+        assert "Per MPI rank memory allocation" in run.output
+        measured.append(_memory(run))
+        cleanup(run)
+    (total_a, pool_a), (total_b, pool_b) = measured
+    d_total, d_pool = total_b - total_a, pool_b - pool_a
+    assert d_pool > 2.0, measured  # Mbyte: the larger crystal needs measurably more
+    assert 0.5 * d_pool <= d_total <= 1.5 * d_pool, measured

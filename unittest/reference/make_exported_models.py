@@ -25,7 +25,9 @@ Layout of ``--out`` (CTest: ``<build>/unittest/models``)::
         "arch": "mace" | "nequip",
         "file": "<name>.safetensors",           # relative to models.json
         "golden": "<name>.golden.safetensors",  # relative to models.json
-        "head": "r2scan" | null,                # exported head of a multi-head MACE
+        "head": "r2scan" | null,                # default head of a multi-head MACE
+        "head_goldens": {"pbe": "<name>.golden.pbe.safetensors", ...},
+                                                # multi-head MACE: mace-torch on every head
         "features": ["residual", "zbl", ...],   # what the case exercises (tags)
         "hyperparameters": {...},               # the builder's keyword arguments
         "expect": {...}}, ...]}
@@ -428,6 +430,15 @@ def _work_mace(out, names, golden, seeds):
             gpath = write.golden_path_for(path)
             write.write_golden(gpath, golden_json, golden_tensors)
             entry["golden"] = gpath.name
+            heads = [h["name"] for h in model_json["mace"]["heads"]]
+            if len(heads) > 1:
+                # mace-torch evaluated on every head: the references of head selection.
+                entry["head_goldens"] = {}
+                for h in heads:
+                    hj, ht = read_mace.golden_mace(model, model_json, head=h)
+                    hpath = out / f"{name}.golden.{h}.safetensors"
+                    write.write_golden(hpath, hj, ht)
+                    entry["head_goldens"][h] = hpath.name
         head_index = read_mace.select_head(model, head)[0]
         entry["expect"] = _mace_expect(model, head_index, model_dtype)
         entries.append(entry)
