@@ -17,8 +17,9 @@
 //                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
 //                    [--kernel-profile FILE] [--backend cuda|emulated]
 //
-// Engines: host, cuda, cuda-fused (the CUDA engine with CudaEngineOptions::fused_radial on: the
-// radial MLP's last layer inside the convolution; A/B runs).
+// Engines: host, cuda (the CUDA engine with its default options), cuda-fused and cuda-unfused
+// (CudaEngineOptions::fused_radial forced on or off: the radial MLP's last layer inside the
+// convolution or made into per-edge weights first; A/B runs whatever the default).
 // --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
 // edge_batch; 0, the default, lets the engine choose).
 // --kernel-profile: after the timed calls, one more call of each CUDA engine with kernel timing
@@ -127,7 +128,7 @@ struct Options {
     if (o.model.empty() || o.structure.empty())
       throw clebsch::Error("usage: bench_mace_model --model M --structure S [--engine host,cuda]");
     for (const auto& e : o.engines)
-      if (e != "host" && e != "cuda" && e != "cuda-fused")
+      if (e != "host" && e != "cuda" && e != "cuda-fused" && e != "cuda-unfused")
         throw clebsch::Error("unknown engine '" + e + "'");
     if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
     if (o.backend != "cuda" && o.backend != "emulated")
@@ -138,11 +139,11 @@ struct Options {
 
 // The one place that knows how the CUDA engine is made.
 std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision precision,
-                                  const Options& opt, bool fused_radial) {
+                                  const Options& opt, const std::string& kind) {
 #if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
   clebsch::cuda::CudaEngineOptions options;
   options.deterministic = opt.deterministic;
-  options.fused_radial = fused_radial;
+  if (kind != "cuda") options.fused_radial = kind == "cuda-fused";
   options.edge_batch = opt.edge_batch;
   if (opt.backend == "emulated") options.backend = clebsch::cuda::make_emulated_backend();
   return clebsch::cuda::make_cuda_engine(model, precision, options);
@@ -150,7 +151,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
   (void)model;
   (void)precision;
   (void)opt;
-  (void)fused_radial;
+  (void)kind;
   throw clebsch::Error(
 #if defined(CLEBSCH_BENCH_CUDA)
       "engine cuda: kernels/ has no CUDA engine header yet (cuda_engine.h); rebuild once "
@@ -165,7 +166,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
 std::unique_ptr<Engine> make_engine(const std::string& kind, const clebsch::model::Model& model,
                                     Precision precision, const Options& opt) {
   if (kind == "host") return std::make_unique<clebsch::MaceEngine>(model, precision);
-  return make_cuda(model, precision, opt, kind == "cuda-fused");
+  return make_cuda(model, precision, opt, kind);
 }
 
 // Device memory in use (total - free) on the current context, sampled on a second thread.
@@ -443,7 +444,7 @@ int main(int argc, char** argv) try {
             j["device_graph"] = {{"error", std::string("not run: ") + e.what()}};
           }
         }
-        if (!opt.kernel_profile.empty() && kind == "cuda") {
+        if (!opt.kernel_profile.empty() && cuda) {
           try {
             profiles.push_back(kernel_profile(*engine, ag, j));
             j["kernel_profile_wall_s"] = profiles.back()["wall_ms"].get<double>() * 1e-3;

@@ -193,6 +193,13 @@ def main() -> int:
         help="mace-torch and CUDA-engine precisions (fp64, fp32; mixed: engine only)",
     )
     ap.add_argument("--host-precisions", default="fp64")
+    ap.add_argument(
+        "--torch-precisions",
+        default=None,
+        help="mace-torch precisions (default: --precisions; 'none': mace-torch not run, for "
+        "sizes beyond its memory, where the CUDA engine is checked against the host engine or "
+        "its own fp64)",
+    )
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--host-repeat", type=int, default=2, help="timed runs of the host engine")
@@ -313,9 +320,14 @@ def main() -> int:
         ]
         if args.atomic:
             cmd.append("--atomic")
-        if args.kernel_profile and kind == "cuda":
-            info["kernel_profile"] = str(out_dir / "kernel_profile.json")
-            cmd += ["--kernel-profile", info["kernel_profile"]]
+        if args.kernel_profile and on_gpu:
+            # One file per CUDA engine kind (cuda: kernel_profile.json, cuda-fused:
+            # kernel_profile_cuda-fused.json) so that the forms are profiled side by side.
+            name = "kernel_profile.json" if kind == "cuda" else f"kernel_profile_{kind}.json"
+            info.setdefault("kernel_profiles", {})[kind] = str(out_dir / name)
+            if kind == "cuda":
+                info["kernel_profile"] = str(out_dir / name)
+            cmd += ["--kernel-profile", str(out_dir / name)]
         print(f"[{args.problem}] clebsch {kind} engine: {' '.join(cmd)}", flush=True)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout_s)
@@ -344,7 +356,8 @@ def main() -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device: mace-torch not run", flush=True)
     else:
-        for p in args.precisions.split(","):
+        torch_precs = args.precisions if args.torch_precisions is None else args.torch_precisions
+        for p in torch_precs.split(","):
             dtype = {"fp64": torch.float64, "fp32": torch.float32}.get(p)
             if dtype is None:
                 continue
@@ -367,6 +380,17 @@ def main() -> int:
         ),
         None,
     )
+    # Where neither mace-torch nor the host engine ran (sizes beyond them), the fused radial form
+    # is checked against the unfused CUDA engine in float64 (itself checked against mace-torch at
+    # the sizes where that runs).
+    cuda64 = next(
+        (
+            r.get("forces_array")
+            for r in engine_rows
+            if r["engine"] in ("cuda", "cuda-unfused") and r["precision"] == "fp64"
+        ),
+        None,
+    )
     rows = []
     for r in engine_rows:
         row = {k: v for k, v in r.items() if k not in ("forces_array", "times_s")}
@@ -382,6 +406,8 @@ def main() -> int:
             row["rel_dE_vs_torch_fp64"] = abs(r["energy"] - ref64["energy"]) / abs(ref64["energy"])
         if f is not None and host64 is not None and r["engine"] != "host":
             row["max_abs_dF_vs_host_fp64"] = float(np.abs(f - host64).max())
+        if f is not None and cuda64 is not None and r["engine"] == "cuda-fused":
+            row["max_abs_dF_vs_cuda_fp64"] = float(np.abs(f - cuda64).max())
         if f is not None and "forces" in same and same is not ref64:
             row["max_abs_dF_vs_torch_same_precision"] = float(np.abs(f - same["forces"]).max())
         if r["precision"] == "fp64" and "max_abs_dF_vs_torch_fp64" in row:
@@ -393,6 +419,10 @@ def main() -> int:
         elif r["precision"] == "fp64" and "max_abs_dF_vs_host_fp64" in row:
             row["check"] = (
                 "pass (vs host)" if row["max_abs_dF_vs_host_fp64"] < 1e-8 else "FAIL (vs host)"
+            )
+        elif r["precision"] == "fp64" and "max_abs_dF_vs_cuda_fp64" in row:
+            row["check"] = (
+                "pass (vs cuda)" if row["max_abs_dF_vs_cuda_fp64"] < 1e-8 else "FAIL (vs cuda)"
             )
         rows.append(row)
     if "forces" in ref64 and "forces" in torch_rows.get("fp32", {}):

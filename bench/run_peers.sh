@@ -12,7 +12,8 @@
 # CLEBSCH_JSON=DIR/model.json, a bench_mace_model.py result of the same size carried with its
 # forces files, is the Clebsch reference). The wheels (bench/WHEELS.md): .whl/peers, .whl/mace,
 # .whl/symmetrix. CLEBSCH_RESULTS_RUN names the results folder in the records
-# (default bench/results/h200-peers).
+# (default bench/results/h200-peers). CLEBSCH_BENCH_ENGINES: Clebsch's engines (default cuda;
+# e.g. cuda,cuda-unfused for both radial forms).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=${1:?usage: run_peers.sh CARRY|- OUT [ATOMS]}
@@ -30,7 +31,8 @@ if [[ $carry != - && -x $carry/bench/bench_mace_model ]]; then
   # The model is built without cuEquivariance on the path, as in every bench_mace_model run.
   PYTHONUNBUFFERED=1 PYTHONPATH=${MACE_PYTHONPATH:+$MACE_PYTHONPATH:}$root \
     python3 "$root/bench/bench_mace_model.py" --binary "$carry/bench/bench_mace_model" \
-    --atoms "$atoms" --engines cuda --precisions fp32,fp64 --out "$out/clebsch" \
+    --atoms "$atoms" --engines "${CLEBSCH_BENCH_ENGINES:-cuda}" --precisions fp32,fp64 \
+    --out "$out/clebsch" \
     --json "$out/clebsch/model.json" 2>&1 | tee "$out/clebsch.log" || true
   clebsch_json=$out/clebsch/model.json
 fi

@@ -8,7 +8,9 @@
 # the results. Runs from a folder staged by bench/make_carry.sh, with the mace-torch wheels of
 # bench/WHEELS.md (mace-torch builds and checks the model):
 #   bench/run_step_profile.sh CARRY OUT [ATOMS ...]     (default: 10000)
-# CLEBSCH_BENCH_ENGINES=cuda,host adds the host engine (float64) as a reference for the forces.
+# CLEBSCH_BENCH_ENGINES=cuda,host adds the host engine (float64) as a reference for the forces;
+# cuda-fused (the fused radial form) is profiled beside cuda when named. CLEBSCH_TORCH_PRECISIONS
+# (e.g. none): mace-torch's precisions, for sizes beyond its memory.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=${1:?usage: run_step_profile.sh CARRY OUT [ATOMS ...]}
@@ -28,7 +30,8 @@ for n in "${sizes[@]}"; do
   PYTHONUNBUFFERED=1 PYTHONPATH=${MACE_PYTHONPATH:+$MACE_PYTHONPATH:}$root \
     python3 "$root/bench/bench_mace_model.py" --binary "$carry/bench/bench_mace_model" \
     --atoms "$n" --engines "${CLEBSCH_BENCH_ENGINES:-cuda}" --precisions fp32,fp64 --kernel-profile \
+    ${CLEBSCH_TORCH_PRECISIONS:+--torch-precisions "$CLEBSCH_TORCH_PRECISIONS"} \
     --out "$out/$n" --json "$out/$n/model.json" 2>&1 | tee "$out/$n/log.txt"
 done
-python3 "$root/bench/report_step_profile.py" "$out"/*/kernel_profile.json >"$out/profile.md"
+python3 "$root/bench/report_step_profile.py" "$out"/*/kernel_profile*.json >"$out/profile.md"
 cat "$out/profile.md"
