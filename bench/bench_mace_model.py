@@ -214,6 +214,12 @@ def main() -> int:
         help="also write the CUDA engine's kernel-level profile of one step to "
         "OUT/kernel_profile.json (bench_mace_model --kernel-profile)",
     )
+    ap.add_argument(
+        "--edge-batch",
+        type=int,
+        default=0,
+        help="edges per batch of the CUDA engines' weight stage (0: the engine chooses)",
+    )
     ap.add_argument("--out", default="out-model", help="model, structure and forces go here")
     ap.add_argument("--json", default="")
     ap.add_argument(
@@ -320,6 +326,8 @@ def main() -> int:
         ]
         if args.atomic:
             cmd.append("--atomic")
+        if args.edge_batch > 0:
+            cmd += ["--edge-batch", str(args.edge_batch)]
         if args.kernel_profile and on_gpu:
             # One file per CUDA engine kind (cuda: kernel_profile.json, cuda-fused:
             # kernel_profile_cuda-fused.json) so that the forms are profiled side by side.
