@@ -126,18 +126,31 @@ def track_counts(path: pathlib.Path):
     return migrations, crossings
 
 
+def run_name(args, work):
+    """What a record names as its run: --run-name/<run folder> when given (the committed results
+    folder the logs are copied to), else the run's own folder."""
+    return f"{args.run_name}/{work.name}" if args.run_name else str(work)
+
+
 def run_lmp(cmd, cwd, env, timeout):
-    proc = subprocess.run(
-        cmd,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=timeout,
-    )
+    """LAMMPS's exit status, output and log; a run over --timeout is that run's failure (rc
+    124, as timeout(1) reports it) and the soak goes on with the next."""
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+        )
+        rc, out = proc.returncode, proc.stdout
+    except subprocess.TimeoutExpired as e:
+        partial = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, out = 124, partial + f"\nsoak: over --timeout {timeout:.0f} s, stopped\n"
     log = (cwd / "log.lammps").read_text() if (cwd / "log.lammps").exists() else ""
-    return proc.returncode, proc.stdout, log
+    return rc, out, log
 
 
 def launcher(args, nprocs):
@@ -198,7 +211,7 @@ def nve_run(args, name, model, elements, style, precision, env):
         "dt_fs": args.dt,
         "temp_K": args.temp,
         "ranks": args.nprocs,
-        "run": str(work),
+        "run": run_name(args, work),
     }
     if style != "cpu":
         rec["deterministic"] = args.deterministic
@@ -294,7 +307,7 @@ def melt(args, env):
         "steps": args.melt_steps,
         "t0_K": args.melt_t0,
         "t1_K": args.melt_t1,
-        "run": str(work),
+        "run": run_name(args, work),
     }
     if rc != 0 or runs[1][0] != 0:
         rec["error"] = (out + log)[-1500:] if rc else (runs[1][1] + runs[1][2])[-1500:]
@@ -362,6 +375,12 @@ def main() -> int:
     p.add_argument("--nprocs", type=int, default=1)
     p.add_argument("--mpirun", default="mpirun")
     p.add_argument("--timeout", type=float, default=7 * 24 * 3600)
+    p.add_argument(
+        "--run-name",
+        default="",
+        help="the folder the records name as their run (e.g. bench/results/h200-run21-soak, "
+        "where the logs are committed); default: --out",
+    )
     p.add_argument("--results", type=pathlib.Path, default=ROOT / "bench/results/latest.json")
     p.add_argument("--melt", action="store_true")
     p.add_argument("--no-nve", action="store_true")
@@ -382,6 +401,8 @@ def main() -> int:
     env = dict(os.environ)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # The CPU reference on every core unless told otherwise (LAMMPS defaults to one thread).
+    env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
 
     records, failed = [], False
     rows_of = {}
