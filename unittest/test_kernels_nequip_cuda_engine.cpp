@@ -13,7 +13,10 @@
 // compute_device equals compute, and invalid graphs throw the host engine's messages. Edge
 // batches (CudaEngineOptions::edge_batch, weights recomputed in the backward): the host result
 // in every precision, the one-batch result to 1e-12 in float64 (energies, per-atom energies,
-// dE/dvector, forces, virial), in ghost mode, from compute_device, and bitwise run to run.
+// dE/dvector, forces, virial), in ghost mode, from compute_device, and bitwise run to run. The
+// fused radial form (CudaEngineOptions::fused_radial, required): the host result in float64,
+// both accumulation modes, in one edge batch and in several; an edge MLP it cannot take is
+// refused (require_fused_radial) or runs unfused.
 // The exported models' directory is $CLEBSCH_MODELS_DIR, else CLEBSCH_EXPORTED_MODELS_DIR (set
 // by CMake when the fixture exists); without either, those cases are skipped.
 #include <gtest/gtest.h>
@@ -296,12 +299,16 @@ class NequipCuda : public ::testing::TestWithParam<std::string> {
     backend_ = GetParam() == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
                                         : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
   }
+  // fused: the edge MLP's last layer inside the convolution (CudaEngineOptions::fused_radial),
+  // required, so that a layer falling back to the unfused form fails the test.
   std::unique_ptr<CudaEngine> engine(const model::Model& m, Precision p, bool deterministic = false,
-                                     std::size_t edge_batch = 0) {
+                                     std::size_t edge_batch = 0, bool fused = false) {
     CudaEngineOptions o;
     o.backend = backend_;
     o.deterministic = deterministic;
     o.edge_batch = edge_batch;
+    o.fused_radial = fused;
+    o.require_fused_radial = fused;
     return make_cuda_engine(m, p, o);
   }
   std::shared_ptr<DeviceBackend> backend_;
@@ -449,6 +456,70 @@ TEST_P(NequipCuda, ExportedModelsInEdgeBatchesMatchTheHostEngine) {
       expect_equal_to_rounding(r, run(*one, g), g, what);
     }
   }
+}
+
+// The fused radial form (no per-edge weights stored, dE/dh from the convolution) against the
+// host engine: the exported models on nequip's edge lists and the bundled potential on a periodic
+// cell, both accumulation modes, one edge batch (hidden rows kept from the forward) and batches
+// of 3 edges (recomputed in the backward).
+TEST_P(NequipCuda, TheFusedRadialFormMatchesTheHostEngine) {
+  struct Case {
+    std::string name;
+    model::Model model;
+    std::vector<Graph> graphs;
+  };
+  std::vector<Case> cases;
+  for (const ExportedModel& c : exported_nequip_models())
+    cases.push_back({c.name, read_model(c.model_path), golden_graphs(c.golden_path)});
+  {
+    model::Model m = read_model(bundled_path());
+    const Graph g = periodic_graph(NequipEngine(m, Precision::kFloat64), 4);
+    cases.push_back({"cuau-nequip", std::move(m), {g}});
+  }
+  for (const Case& c : cases) {
+    NequipEngine host(c.model, Precision::kFloat64);
+    std::vector<EngineResult> refs;
+    for (const Graph& g : c.graphs) {
+      refs.push_back(run(host, g));
+      ASSERT_GT(max_abs(refs.back().edge_gradient), 1e-6) << c.name << "/" << g.name;
+    }
+    for (bool det : {true, false})
+      for (std::size_t cap : {std::size_t(0), std::size_t(3)}) {
+        auto dev = engine(c.model, Precision::kFloat64, det, cap, /*fused=*/true);
+        for (std::size_t i = 0; i < c.graphs.size(); ++i) {
+          const Graph& g = c.graphs[i];
+          const std::string what = c.name + "/" + g.name + (det ? " deterministic" : " atomic") +
+                                   " cap " + std::to_string(cap);
+          SCOPED_TRACE(what);
+          if (cap > 0 && g.center.size() > 6) expect_batches(g, cap, true);
+          expect_close_with_forces(run(*dev, g), refs[i], g, Precision::kFloat64, what);
+        }
+      }
+  }
+}
+
+// An edge MLP whose last layer has an activation cannot be fused: with require_fused_radial the
+// engine refuses it naming the layer, without it the layer runs unfused (the host result).
+TEST_P(NequipCuda, AnEdgeMlpEndingInAnActivationRunsUnfusedOrIsRefused) {
+  model::Model m = read_model(bundled_path());
+  m.nequip->layers.back().edge_mlp.layers.back().activation = model::Activation{"silu"};
+  NequipEngine host(m, Precision::kFloat64);
+  const Graph g = periodic_graph(host, 4);
+  CudaEngineOptions o;
+  o.backend = backend_;
+  o.fused_radial = o.require_fused_radial = true;
+  const std::string last = "layer " + std::to_string(m.nequip->layers.size() - 1) + " edge_mlp";
+  try {
+    make_cuda_engine(m, Precision::kFloat64, o);
+    ADD_FAILURE() << "no CapacityError";
+  } catch (const CapacityError& e) {
+    EXPECT_NE(std::string(e.what()).find(last + ": its last layer has an activation"),
+              std::string::npos)
+        << e.what();
+  }
+  o.require_fused_radial = false;
+  expect_close(run(*make_cuda_engine(m, Precision::kFloat64, o), g), run(host, g),
+               Precision::kFloat64, "cuau-nequip/periodic, last layer unfused");
 }
 
 // One engine whose graphs alternate between one batch (weights kept) and several (weights

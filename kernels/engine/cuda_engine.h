@@ -43,12 +43,13 @@ struct CudaEngineOptions {
   /// edge_batch_budget.h). The automatic sizes assume one engine per GPU: with several MPI ranks
   /// on one GPU and systems near the memory limit, set it.
   std::size_t edge_batch = 0;
-  /// MACE: the convolution makes the per-edge weights itself from the radial MLP's last hidden
-  /// layer, per edge tile (TpProblem::fused_hidden), so that no edges x weights tensor is
-  /// stored; false: the MLP writes the weights (A/B benchmarks: bench_mace_model
-  /// --engine cuda-unfused). Models whose MLP ends in an activation or bias, or whose product
-  /// needs the looped CG form, run unfused either way. Off by default until the fused kernels
-  /// are validated and timed on a GPU (the emulated backend checks them against the host).
+  /// MACE and NequIP: the convolution makes the per-edge weights itself from the radial (NequIP:
+  /// edge) MLP's last hidden layer, per edge tile (TpProblem::fused_hidden), so that no edges x
+  /// weights tensor is stored; false: the MLP writes the weights (A/B benchmarks:
+  /// bench_mace_model --engine cuda versus cuda-fused). Models whose MLP ends in an activation
+  /// or bias, or whose product needs the looped CG form, run unfused either way. Off by default
+  /// until the fused kernels are validated and timed on a GPU (the emulated backend checks them
+  /// against the host).
   bool fused_radial = false;
   /// With fused_radial: a layer that cannot run fused is an error (CapacityError naming it)
   /// instead of running unfused (tests that must exercise the fused form).

@@ -20,6 +20,9 @@
 // only while the batch is convolved, and the backward computes them again (one MLP forward more
 // per layer), so that this stage's memory no longer grows with E times every layer's weight
 // count; the dE/dY and dE/d(embedding) of a batch are added to the per-edge sums batch by batch.
+// In the fused radial form (CudaEngineOptions::fused_radial) the convolution makes each edge's
+// weights itself from the edge MLP's last hidden rows and its last (plain linear) layer, and its
+// backward gives dE/d(hidden rows): no E x weight_numel tensor at all, kept or per batch.
 // The results are the one-batch results to rounding (dE/dx of a sender is summed batch after
 // batch), and bitwise reproducible in deterministic mode.
 //
@@ -66,6 +69,11 @@ struct NqLayer {
   explicit NqLayer(DeviceBackend& b) : norm_const(b), x(b), W(b), y(b) {}
   bool resnet = false;
   int dim_in = 0, dim_x = 0, dim_mid = 0, dim_y = 0, dim_out = 0, numel = 0;
+  // The convolution in the fused radial form (TpProblem::fused_hidden): it reads the edge MLP's
+  // last hidden rows, so conv_width (its per-edge input and gradient) is the hidden width, else
+  // the weight count.
+  bool fused = false;
+  int conv_width = 0;
   DeviceLinear<T> linear_1, linear_2;
   std::optional<NequipDeviceSelfConnection<T>> sc;
   DeviceArray<T> norm_const;  // [species]
@@ -74,9 +82,23 @@ struct NqLayer {
   NequipDeviceGate<T> gate;
   // Per call, kept from the forward for the backward.
   DeviceArray<T> x;  // [nodes][dim_x]: linear_1(h) * norm_const[species]
-  DeviceArray<T> W;  // [edges][numel]: edge MLP output (one edge batch only)
+  DeviceArray<T> W;  // [edges][numel]: edge MLP output (one edge batch only, unfused)
   DeviceArray<T> y;  // [local][dim_y]: the gate input
+  // One edge batch: the forward's batch_weights(), W or the MLP's hidden rows (fused).
+  const T* kept = nullptr;
 };
+
+/// Why @p mlp cannot feed the fused radial form, or empty when it can.
+template <class T>
+std::string fused_refusal(const DeviceMlp<T>& mlp) {
+  if (!mlp.last_layer_is_linear())
+    return "its last layer has an activation or a bias (or it has one layer); the fused radial "
+           "form needs a plain linear last layer";
+  if (mlp.dim_hidden() > kMaxFusedHidden)
+    return "its last hidden width " + std::to_string(mlp.dim_hidden()) +
+           " exceeds the fused radial form's " + std::to_string(kMaxFusedHidden);
+  return "";
+}
 
 /// Resizes to @p n elements but never to zero, so that the pointers the convolution checks are
 /// valid also on a rank without atoms or edges.
@@ -97,7 +119,8 @@ class NequipCuda final : public CudaEngineBase<NequipEngine> {
  private:
   void drop_kept_weights() override;
   // The edge MLP's output for batch @p batch of layer @p Lk into @p w (the MLP keeps its
-  // activations for the backward of those rows); returns w's data.
+  // activations for the backward of those rows); returns w's data. Fused: the MLP's last hidden
+  // rows, in its own scratch (w unused).
   const T* batch_weights(NqLayer<T>& Lk, std::size_t batch, DeviceArray<T>& w, Stream s);
   // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
   void run(const int* d_species, const double* d_vector, double* atom_energy, double* edge_gradient,
@@ -189,23 +212,43 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
     if (src.sc) L.sc.emplace(b, *src.sc, m.type_embedding, S_, emb_dim_, w + " sc");
     L.norm_const.upload(per_species(src.norm_const));
     L.edge_mlp = DeviceMlp<T>(b, src.edge_mlp, w + " edge_mlp");
-    L.conv = std::make_unique<ConvRunner>(b, src.tp.descriptor, dt_, acc);
+    // The fused radial form where the edge MLP allows it and the product's schedule has it (the
+    // unrolled CG form); else the MLP writes the weights.
+    if (options.fused_radial) {
+      const std::string refusal = fused_refusal(L.edge_mlp);
+      if (refusal.empty()) {
+        try {
+          L.conv = std::make_unique<ConvRunner>(b, src.tp.descriptor, dt_, acc, ScheduleOptions{},
+                                                L.edge_mlp.dim_hidden());
+          L.fused = true;
+        } catch (const CapacityError& e) {
+          if (options.require_fused_radial) throw CapacityError(w + ": " + e.what());
+        }
+      } else if (options.require_fused_radial) {
+        throw CapacityError(w + " edge_mlp: " + refusal);
+      }
+    }
+    if (!L.conv) L.conv = std::make_unique<ConvRunner>(b, src.tp.descriptor, dt_, acc);
+    L.conv_width = L.fused ? L.edge_mlp.dim_hidden() : L.numel;
     L.gate = NequipDeviceGate<T>(b, src.gate, w + " gate");
     L.dim_out = L.gate.dim_out();
     layers_.push_back(std::move(L));
   }
   {
     // Every layer's MLP keeps its activations (for one batch's rows with several batches); the
-    // backward adds one batch's dE/dW, dE/dY and dE/d(embedding) per edge.
-    std::size_t max_numel = 0, scratch = 0;
+    // backward adds one batch's dE/dW (fused: dE/dh), dE/dY and dE/d(embedding) per edge. A fused
+    // layer holds no weights: its hidden rows are MLP scratch, counted in scratch_per_row().
+    std::size_t max_weights = 0, max_width = 0, scratch = 0;
     for (const NqLayer<T>& L : layers_) {
-      max_numel = std::max(max_numel, static_cast<std::size_t>(L.numel));
+      const std::size_t weights = L.fused ? 0 : static_cast<std::size_t>(L.numel);
+      max_weights = std::max(max_weights, weights);
+      max_width = std::max(max_width, static_cast<std::size_t>(L.conv_width));
       scratch += L.edge_mlp.scratch_per_row();
-      budget_.keep_per_edge += static_cast<std::size_t>(L.numel);
+      budget_.keep_per_edge += weights;
     }
-    const std::size_t gradients = max_numel + nsh_ + nb_;
+    const std::size_t gradients = max_width + nsh_ + nb_;
     budget_.keep_per_edge += scratch + gradients;
-    budget_.batch_per_edge = max_numel + scratch + gradients;
+    budget_.batch_per_edge = max_weights + scratch + gradients;
   }
   readout_ = DeviceMlp<T>(b, m.readout, "readout");
   type_embedding_.upload(std::vector<T>(m.type_embedding.begin(), m.type_embedding.end()));
@@ -229,7 +272,7 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
 
 template <class T, class G>
 void NequipCuda<T, G>::drop_kept_weights() {
-  for (NqLayer<T>& Lk : layers_) Lk.W.release(), Lk.edge_mlp.release_scratch();
+  for (NqLayer<T>& Lk : layers_) Lk.W.release(), Lk.edge_mlp.release_scratch(), Lk.kept = nullptr;
   gw_.release(), gsh_.release(), gemb_.release();
 }
 
@@ -310,19 +353,26 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
 // The evaluation
 // ---------------------------------------------------------------------------------------------
 
-// Layer L's convolution of batch @p batch with its weights @p w.
+// Layer L's convolution of batch @p batch with its weights @p w (fused: the hidden rows).
 template <class T, class G>
 ConvBuffers NequipCuda<T, G>::conv_buffers(const NqLayer<T>& L, std::size_t batch,
                                            const T* w) const {
-  return batch_conv(batch, L.x.data(), Y_.data(), nsh_, w);
+  ConvBuffers cb = batch_conv(batch, L.x.data(), Y_.data(), nsh_, w);
+  if (L.fused) {
+    cb.h = cb.w, cb.w = nullptr;
+    cb.w4 = L.edge_mlp.last_weights(), cb.w4t = L.edge_mlp.last_weights_t();
+  }
+  return cb;
 }
 
 template <class T, class G>
 const T* NequipCuda<T, G>::batch_weights(NqLayer<T>& Lk, std::size_t batch, DeviceArray<T>& w,
                                          Stream s) {
   const EdgeBatch eb = edge_batch(batch);
+  const T* emb = emb_.data() + eb.e0 * nb_;
+  if (Lk.fused) return Lk.edge_mlp.forward_hidden(*gk_, eb.n, emb, s);
   size_at_least_one(w, eb.n * Lk.numel);
-  Lk.edge_mlp.forward(*gk_, eb.n, emb_.data() + eb.e0 * nb_, w.data(), s);
+  Lk.edge_mlp.forward(*gk_, eb.n, emb, w.data(), s);
   return w.data();
 }
 
@@ -426,6 +476,7 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
     // One batch: the weights stay in the layer for its backward.
     const T* w = batch_weights(Lk, bt, keep_weights_ ? Lk.W : wb_, s);
+    if (keep_weights_) Lk.kept = w;
     ConvBuffers c = conv_buffers(Lk, bt, w);
     c.out = message_.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lk.dim_mid;
     Lk.conv->run(s, Pass::kForward, c);
@@ -468,8 +519,8 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
   }
 
   // The fused sender pass, batch by batch: dE/dx per sender (summed over the batches), dE/dY
-  // and dE/dW per edge of the batch. Outputs that a pass may leave untouched (blocks no path
-  // reaches) are cleared first.
+  // and dE/dW (fused radial form: dE/dh) per edge of the batch. Outputs that a pass may leave
+  // untouched (blocks no path reaches) are cleared first.
   const std::size_t batches = edges_.num_batches();
   if (need_grad_h) {
     size_at_least_one(gx_, N_ * Lk.dim_x);
@@ -480,21 +531,24 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     if (n == 0) continue;
     // Several batches: the MLP forward again, which also restores its activations for the
     // batch's rows.
-    const T* w = keep_weights_ ? Lk.W.data() : batch_weights(Lk, bt, wb_, s);
+    const T* w = keep_weights_ ? Lk.kept : batch_weights(Lk, bt, wb_, s);
     size_at_least_one(gsh_, n * nsh_);
     gsh_.zero(s);
-    size_at_least_one(gw_, n * Lk.numel);
+    size_at_least_one(gw_, n * Lk.conv_width);
     gw_.zero(s);
     ConvBuffers c = conv_buffers(Lk, bt, w);
     c.grad_out = gm_.data() + r0 * Lk.dim_mid;
     c.grad_y = gsh_.data();
-    c.grad_w = gw_.data();
+    (Lk.fused ? c.grad_h : c.grad_w) = gw_.data();
     c.grad_x = need_grad_h ? gx_.data() : nullptr;
     c.accumulate_grad_x = batches > 1;
     Lk.conv->run(s, Pass::kBackward, c);
     add_rows(gsh_.data(), nsh_, grad_sh_.data() + e0 * nsh_, nsh_, n, nsh_, dg_, s);
     size_at_least_one(gemb_, n * nb_);
-    Lk.edge_mlp.backward(*gk_, n, gw_.data(), gemb_.data(), s);
+    if (Lk.fused)
+      Lk.edge_mlp.backward_hidden(*gk_, n, gw_.data(), gemb_.data(), s);
+    else
+      Lk.edge_mlp.backward(*gk_, n, gw_.data(), gemb_.data(), s);
     add_rows(gemb_.data(), nb_, grad_emb_.data() + e0 * nb_, nb_, n, nb_, dg_, s);
   }
 
