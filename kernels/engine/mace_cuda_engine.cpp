@@ -49,6 +49,7 @@
 #include "clebsch/cuda/engine/mace_contraction_tables.h"
 #include "clebsch/cuda/engine/mace_cuda_engine_impl.h"
 #include "clebsch/cuda/engine/mace_cuda_source.h"
+#include "clebsch/cuda/engine/radial_conv.h"
 #include "clebsch/cuda/templates/mace_device_args.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/support/error.h"
@@ -112,23 +113,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       L.density_mlp = DeviceMlp<T>(b, *in.density_mlp, w + ".density_mlp");
     else
       L.inv_avg = 1.0 / in.avg_num_neighbors;
-    // The fused radial form where the MLP ends in a plain linear layer and the product's
-    // schedule has it (the unrolled CG form); else the weights are made by the MLP.
-    if (options.fused_radial && L.radial_mlp.last_layer_is_linear()) {
-      try {
-        L.conv = std::make_unique<ConvRunner>(b, in.conv_tp.descriptor, dt_, acc, ScheduleOptions{},
-                                              L.radial_mlp.dim_hidden());
-        L.fused = true;
-      } catch (const CapacityError&) {
-        if (options.require_fused_radial) throw;
-        L.conv.reset();
-      }
-    } else if (options.fused_radial && options.require_fused_radial) {
-      throw CapacityError(w +
-                          ".radial_mlp: its last layer has an activation or a bias; the "
-                          "fused radial form needs a plain linear last layer");
-    }
-    if (!L.conv) L.conv = std::make_unique<ConvRunner>(b, in.conv_tp.descriptor, dt_, acc);
+    // The fused radial form where the options ask for it and the MLP and the product's schedule
+    // allow it (radial_conv.h); else the MLP makes the weights.
+    L.conv = make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp, options.fused_radial,
+                              options.require_fused_radial, w + ".radial_mlp", L.fused);
     L.dim_in = in.linear_up.irreps_in.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();

@@ -50,6 +50,7 @@
 #include "clebsch/cuda/engine/cuda_engine_base.h"
 #include "clebsch/cuda/engine/nequip_cuda_source.h"
 #include "clebsch/cuda/engine/nequip_device_ops.h"
+#include "clebsch/cuda/engine/radial_conv.h"
 #include "clebsch/cuda/graph/edge_batch_budget.h"
 #include "clebsch/cuda/graph/edge_order_kernels.h"
 #include "clebsch/cuda/graph/edge_orderings.h"
@@ -87,18 +88,6 @@ struct NqLayer {
   // One edge batch: the forward's batch_weights(), W or the MLP's hidden rows (fused).
   const T* kept = nullptr;
 };
-
-/// Why @p mlp cannot feed the fused radial form, or empty when it can.
-template <class T>
-std::string fused_refusal(const DeviceMlp<T>& mlp) {
-  if (!mlp.last_layer_is_linear())
-    return "its last layer has an activation or a bias (or it has one layer); the fused radial "
-           "form needs a plain linear last layer";
-  if (mlp.dim_hidden() > kMaxFusedHidden)
-    return "its last hidden width " + std::to_string(mlp.dim_hidden()) +
-           " exceeds the fused radial form's " + std::to_string(kMaxFusedHidden);
-  return "";
-}
 
 /// Resizes to @p n elements but never to zero, so that the pointers the convolution checks are
 /// valid also on a rank without atoms or edges.
@@ -214,21 +203,8 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
     L.edge_mlp = DeviceMlp<T>(b, src.edge_mlp, w + " edge_mlp");
     // The fused radial form where the edge MLP allows it and the product's schedule has it (the
     // unrolled CG form); else the MLP writes the weights.
-    if (options.fused_radial) {
-      const std::string refusal = fused_refusal(L.edge_mlp);
-      if (refusal.empty()) {
-        try {
-          L.conv = std::make_unique<ConvRunner>(b, src.tp.descriptor, dt_, acc, ScheduleOptions{},
-                                                L.edge_mlp.dim_hidden());
-          L.fused = true;
-        } catch (const CapacityError& e) {
-          if (options.require_fused_radial) throw CapacityError(w + ": " + e.what());
-        }
-      } else if (options.require_fused_radial) {
-        throw CapacityError(w + " edge_mlp: " + refusal);
-      }
-    }
-    if (!L.conv) L.conv = std::make_unique<ConvRunner>(b, src.tp.descriptor, dt_, acc);
+    L.conv = make_radial_conv(b, src.tp.descriptor, dt_, acc, L.edge_mlp, options.fused_radial,
+                              options.require_fused_radial, w + " edge_mlp", L.fused);
     L.conv_width = L.fused ? L.edge_mlp.dim_hidden() : L.numel;
     L.gate = NequipDeviceGate<T>(b, src.gate, w + " gate");
     L.dim_out = L.gate.dim_out();
