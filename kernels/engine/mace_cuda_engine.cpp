@@ -115,8 +115,9 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       L.inv_avg = 1.0 / in.avg_num_neighbors;
     // The fused radial form where the options ask for it and the MLP and the product's schedule
     // allow it (radial_conv.h); else the MLP makes the weights.
-    L.conv = make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp, options.fused_radial,
-                              options.require_fused_radial, w + ".radial_mlp", L.fused);
+    L.conv =
+        make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp, options.fused_radial,
+                         options.require_fused_radial, w + ".radial_mlp", L.fused);
     L.dim_in = in.linear_up.irreps_in.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();
