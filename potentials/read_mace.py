@@ -49,8 +49,9 @@ from .read_mace_arch import (
 
 SUPPORTED_MODELS = ("MACE", "ScaleShiftMACE")
 SUPPORTED_READOUTS = ("LinearReadoutBlock", "NonLinearReadoutBlock", *BIAS_READOUTS)
+RADIAL_BASES = ("BesselBasis", "GaussianBasis", "ChebychevBasis")
 SUPPORTED_RADIAL = (
-    "BesselBasis",
+    *RADIAL_BASES,
     "PolynomialCutoff",
     "AgnesiTransform",
     "SoftTransform",
@@ -191,8 +192,8 @@ def _check_model(model) -> None:
 def _radial(model, sink: TensorSink, species_z: List[int]) -> Dict[str, Any]:
     rad = model.radial_embedding
     basis = rad.bessel_fn
-    if type(basis).__name__ not in ("BesselBasis", "GaussianBasis", "ChebychevBasis"):
-        refuse(basis, "radial basis; supported: BesselBasis, GaussianBasis, ChebychevBasis")
+    if type(basis).__name__ not in RADIAL_BASES:
+        refuse(basis, "radial basis; supported: " + ", ".join(RADIAL_BASES))
     cutoff = rad.cutoff_fn
     if type(cutoff).__name__ != "PolynomialCutoff":
         refuse(cutoff, "only the polynomial cutoff is supported")

@@ -439,10 +439,6 @@ std::unique_ptr<CudaEngine> make_mace_cuda_engine(const model::Model& model, Pre
       throw Error(
           "the CUDA MACE engine does not support NonLinearBiasReadoutBlock yet; use "
           "device cpu");
-  if (model.mace->radial.basis != model::MaceRadial::Basis::kBessel)
-    throw Error(
-        "the CUDA MACE engine supports the Bessel radial basis only (this model has "
-        "mace-torch's Gaussian or Chebyshev basis); use device cpu");
   if (model.mace->embedding)
     throw Error(
         "the CUDA MACE engine does not support per-structure embeddings (mace "

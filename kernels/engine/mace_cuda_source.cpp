@@ -42,8 +42,20 @@ std::string mace_kernels_source(const model::Model& model, Precision precision) 
   o << "#define MACE_TRANSFORM " << (m.radial.agnesi ? 1 : m.radial.soft ? 2 : 0) << "\n";
   o << "#define MACE_ZBL " << (m.pair_repulsion ? 1 : 0) << "\n";
   o << sh_recursion_table(lmax);
-  o << device_double_array("kBesselW", m.radial.bessel_weights);
-  o << "__device__ const double kPrefactor = " << double_literal(m.radial.prefactor) << ";\n";
+  using Basis = model::MaceRadial::Basis;
+  o << "#define MACE_BASIS "
+    << (m.radial.basis == Basis::kBessel     ? 0
+        : m.radial.basis == Basis::kGaussian ? 1
+                                             : 2)
+    << "\n";
+  if (m.radial.basis == Basis::kBessel) {
+    o << device_double_array("kBesselW", m.radial.bessel_weights);
+    o << "__device__ const double kPrefactor = " << double_literal(m.radial.prefactor) << ";\n";
+  } else if (m.radial.basis == Basis::kGaussian) {
+    o << device_double_array("kGaussC", m.radial.gaussian_centres);
+    o << "__device__ const double kGaussCoeff = " << double_literal(m.radial.gaussian_coeff)
+      << ";\n";
+  }
   o << "__device__ const double kRMax = " << double_literal(m.radial.r_max) << ";\n";
   o << "__device__ const double kCutP = " << double_literal(m.radial.cutoff_p) << ";\n";
   if (m.radial.agnesi) {
