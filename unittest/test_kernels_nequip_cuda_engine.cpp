@@ -10,7 +10,8 @@
 // and mixed stay within the float32 tolerances the host tests use (model-spec §5). Also: ghost
 // mode (periodic images as ghost nodes with a copying exchange) equals the ghost-free host
 // result, atomic and deterministic accumulation agree (deterministic bitwise run to run),
-// compute_device equals compute, and invalid graphs throw the host engine's messages. Edge
+// compute_device equals compute, invalid graphs throw the host engine's messages, and gelu / mish
+// (host engine only) are refused by name, in a gate and in the readout MLP. Edge
 // batches (CudaEngineOptions::edge_batch, weights recomputed in the backward): the host result
 // in every precision, the one-batch result to 1e-12 in float64 (energies, per-atom energies,
 // dE/dvector, forces, virial), in ghost mode, from compute_device, and bitwise run to run. The
@@ -26,10 +27,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "clebsch/cuda/device/cuda_driver.h"
@@ -318,7 +322,9 @@ struct ExportedModel {
   std::string name, model_path, golden_path;
 };
 
-std::vector<ExportedModel> exported_nequip_models() {
+/// The exported NequIP models with golden data; those tagged "host_only" (gelu / mish readouts,
+/// which this engine refuses) go to @p host_only instead when it is given, else are left out.
+std::vector<ExportedModel> exported_nequip_models(std::vector<ExportedModel>* host_only = nullptr) {
   const std::string dir = models_dir();
   if (dir.empty()) return {};
   std::ifstream in(dir + "/models.json");
@@ -329,10 +335,19 @@ std::vector<ExportedModel> exported_nequip_models() {
   }
   const nlohmann::json index = nlohmann::json::parse(in);
   std::vector<ExportedModel> out;
-  for (const auto& m : index.at("models"))
-    if (m.at("arch") == "nequip" && !m.at("golden").is_null())
-      out.push_back({m.at("name").get<std::string>(), dir + "/" + m.at("file").get<std::string>(),
-                     dir + "/" + m.at("golden").get<std::string>()});
+  for (const auto& m : index.at("models")) {
+    if (m.at("arch") != "nequip" || m.at("golden").is_null()) continue;
+    const ExportedModel e{m.at("name").get<std::string>(),
+                          dir + "/" + m.at("file").get<std::string>(),
+                          dir + "/" + m.at("golden").get<std::string>()};
+    const auto& f = m.at("features");
+    if (std::find(f.begin(), f.end(), "host_only") != f.end()) {
+      // Activations this engine refuses by name (gelu, mish): GeluAndMishAreRefusedByName.
+      if (host_only) host_only->push_back(e);
+      continue;
+    }
+    out.push_back(e);
+  }
   EXPECT_FALSE(out.empty()) << "models.json lists no NequIP model with golden data";
   return out;
 }
@@ -362,6 +377,43 @@ TEST_P(NequipCuda, BundledCuAuAllPrecisionsMatchTheHostEngine) {
     const Graph g = periodic_graph(host, 4);
     ASSERT_GT(g.center.size(), 20u);
     expect_close(run(*dev, g), run(host, g), p, "cuau-nequip/periodic");
+  }
+}
+
+// The host engine evaluates gelu and mish (test_exported_nequip_golden.cpp); this engine has no
+// device code for them and must refuse them by name rather than evaluate something else.
+TEST_P(NequipCuda, GeluAndMishAreRefusedByName) {
+  const auto expect_refused = [&](const model::Model& m, const std::string& name) {
+    try {
+      engine(m, Precision::kFloat64);
+      ADD_FAILURE() << "a model with activation " << name << " was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("activation " + name), std::string::npos) << what;
+      EXPECT_NE(what.find("device cpu"), std::string::npos) << what;
+    }
+  };
+  // In a gate (the bundled model's first scalar activation made gelu, then mish).
+  for (const auto& [name, kind] : {std::pair{"gelu", model::Activation::Kind::kGelu},
+                                   std::pair{"mish", model::Activation::Kind::kMish}}) {
+    SCOPED_TRACE(std::string("gate ") + name);
+    model::Model m = read_model(bundled_path());
+    std::optional<model::Activation>& a = m.nequip->layers[0].gate.act_scalars[0];
+    ASSERT_TRUE(a.has_value());
+    a->name = name;
+    a->kind = kind;
+    NequipEngine host(m, Precision::kFloat64);  // the host engine takes it
+    expect_refused(m, name);
+  }
+  // In the readout MLP: the exported gelu / mish models.
+  std::vector<ExportedModel> host_only;
+  exported_nequip_models(&host_only);
+  if (models_dir().empty()) return;  // no fixture: the gate cases above still ran
+  EXPECT_EQ(host_only.size(), 2u) << "expected nequip_readout_gelu and nequip_readout_mish";
+  for (const ExportedModel& c : host_only) {
+    SCOPED_TRACE(c.name);
+    expect_refused(read_model(c.model_path),
+                   c.name.find("gelu") != std::string::npos ? "gelu" : "mish");
   }
 }
 

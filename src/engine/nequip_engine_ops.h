@@ -68,12 +68,16 @@ struct ScaledAct {
       case model::Activation::Kind::kSsp:
         s.kind = ActKind::kSsp;
         break;
-      // gelu and mish (NequIP readouts) are exported and evaluated by the NumPy reference, but
-      // the engine's forces for them disagreed with nequip's in testing: refused until fixed.
+      case model::Activation::Kind::kGelu:
+        s.kind = ActKind::kGelu;
+        break;
+      case model::Activation::Kind::kMish:
+        s.kind = ActKind::kMish;
+        break;
       default:
         throw Error("NequipEngine: " + where + " has activation \"" + a->name + "\" (kind " +
                     std::to_string(static_cast<int>(a->kind)) +
-                    "); supported: silu, tanh, sigmoid, abs, ssp (gelu and mish: not yet)");
+                    "); supported: silu, tanh, sigmoid, abs, ssp, gelu, mish");
     }
     if (!std::isfinite(a->cst))
       throw Error("NequipEngine: " + where + " activation " + a->name + " has cst " +
@@ -116,18 +120,26 @@ struct ScaledAct {
         break;
       }
       case ActKind::kGelu: {
-        // Exact GELU (torch.nn.GELU()): x Phi(x), d = Phi(x) + x phi(x).
-        const T Phi = T(0.5) * (T(1) + std::erf(x * static_cast<T>(0.70710678118654752440)));
+        // Exact GELU (torch.nn.GELU()): x Phi(x), d = Phi(x) + x phi(x). Phi through erfc: the
+        // erf form 1 + erf(x/sqrt 2) cancels for x << 0 (all digits lost below x ~ -8), erfc keeps
+        // the tail to full relative precision; both tend to the right limits (0 and x) with no
+        // overflow.
+        const T Phi = T(0.5) * std::erfc(-x * static_cast<T>(0.70710678118654752440));
         v = x * Phi;
         d = Phi + x * static_cast<T>(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
         break;
       }
       case ActKind::kMish: {
-        // x tanh(softplus(x)), d = tanh(sp) + x (1 - tanh^2(sp)) sigmoid(x).
-        const T sp = std::max(x, T(0)) + std::log1p(std::exp(-std::abs(x)));
+        // x tanh(sp), sp = softplus(x) = max(x, 0) + log1p(e^-|x|), which never overflows;
+        // d = tanh(sp) + x (1 - tanh^2(sp)) sigmoid(x), the sigmoid from e^-|x| <= 1 for the
+        // same reason. Only first derivatives are needed: the engine differentiates the energy
+        // once (forces, virial).
+        const T e = std::exp(-std::abs(x));
+        const T sp = std::max(x, T(0)) + std::log1p(e);
         const T th = std::tanh(sp);
+        const T sig = x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
         v = x * th;
-        d = th + x * (T(1) - th * th) / (T(1) + std::exp(-x));
+        d = th + x * (T(1) - th * th) * sig;
         break;
       }
       case ActKind::kIdentity:

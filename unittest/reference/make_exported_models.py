@@ -214,6 +214,33 @@ NEQUIP_CASES = {
             per_type_energy_shifts={"Cu": -3.0, "Au": -2.0},
         ),
     ),
+    # Readout MLP nonlinearities gelu (two activated hidden layers) and mish (the case that
+    # commit 035dc47 dropped), nequip_models.py readout_mlp_nonlinearity. "host_only": the CUDA
+    # engine refuses them by name.
+    "nequip_readout_gelu": (
+        ["readout_gelu", "mlp_readout", "host_only"],
+        dict(
+            l_max=1,
+            num_layers=1,
+            num_features=3,
+            readout_mlp_hidden_layers_depth=2,
+            readout_mlp_hidden_layers_width=5,
+            readout_mlp_nonlinearity="gelu",
+            avg_num_neighbors=9.0,
+        ),
+    ),
+    "nequip_readout_mish": (
+        ["readout_mish", "mlp_readout", "host_only"],
+        dict(
+            l_max=1,
+            num_layers=1,
+            num_features=3,
+            readout_mlp_hidden_layers_depth=1,
+            readout_mlp_hidden_layers_width=5,
+            readout_mlp_nonlinearity="mish",
+            avg_num_neighbors=9.0,
+        ),
+    ),
 }
 
 #: The checked-in mutation-test seeds (unittest/potentials/): as much structure as possible in
