@@ -46,10 +46,11 @@ struct CudaEngineOptions {
   /// MACE and NequIP: the convolution makes the per-edge weights itself from the radial (NequIP:
   /// edge) MLP's last hidden layer, per edge tile (TpProblem::fused_hidden), so that no edges x
   /// weights tensor is stored; false: the MLP writes the weights (A/B benchmarks:
-  /// bench_mace_model --engine cuda versus cuda-fused). Models whose MLP ends in an activation
-  /// or bias, or whose product needs the looped CG form, run unfused either way. Off by default
-  /// until the fused kernels are validated and timed on a GPU (the emulated backend checks them
-  /// against the host).
+  /// bench_mace_model --engine cuda-fused versus cuda-unfused). Models whose MLP ends in an
+  /// activation or bias, or whose product needs the looped CG form, run unfused either way. Off
+  /// by default: exact on the H200 but 2.2x (fp32) and 3.7x (fp64) slower than stored weights
+  /// for a MACE-MP-0-medium-sized model, for 3x less memory (bench/NOTES.md run 21), until the
+  /// weight tile runs on the tensor cores.
   bool fused_radial = false;
   /// With fused_radial: a layer that cannot run fused is an error (CapacityError naming it)
   /// instead of running unfused (tests that must exercise the fused form).
