@@ -118,6 +118,23 @@ def assert_parameters_agree(
     return dev
 
 
+def assert_twins_train_alike(
+    ref: torch.nn.Module,
+    patched: torch.nn.Module,
+    batches: Sequence,
+    step_loss: Callable[[torch.nn.Module, object], torch.Tensor],
+    rtol_loss: float,
+    rtol_param: float,
+    what: str,
+) -> None:
+    """Trains the unpatched and the patched copy alike; their loss curves and final parameters
+    must agree (assert_curves_agree, assert_parameters_agree)."""
+    want = train(ref, batches, step_loss)
+    got = train(patched, batches, step_loss)
+    assert_curves_agree(got, want, rtol_loss, what)
+    assert_parameters_agree(patched, ref, rtol_param, what)
+
+
 def perturb_outputs(modules: Sequence[torch.nn.Module], factor: float) -> List:
     """Multiply each module's output by ``factor`` (a forward hook); returns the handles."""
     return [m.register_forward_hook(lambda _m, _i, out: out * factor) for m in modules]
