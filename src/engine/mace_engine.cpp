@@ -40,6 +40,7 @@ void MaceImpl<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   gY_.assign(E_ * nsh_, G(0));
   gE_.assign(E_ * nb, G(0));
   gF_.assign(radial_.apply_cutoff() ? 0 : E_, G(0));
+  gR_.assign(spline_ ? E_ : 0, G(0));
 
   // Forward through every layer but the last.
   for (int t = 0; t + 1 < T_; ++t) {

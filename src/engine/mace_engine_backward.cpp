@@ -147,9 +147,13 @@ void MaceImpl<T, G>::edge_backward(int t, T* ghu) {
       for (std::size_t p0 = b0; p0 < b1; p0 += kEdgeChunk) {
         const std::size_t n = std::min(kEdgeChunk, b1 - p0);
         for (std::size_t p = 0; p < n; ++p) w.q_of[p] = by_sender_[p0 + p];
-        const T* x = mlp_input(Lp, w.q_of.data(), 0, n, w.efc.data());
-        Lp.radial_mlp.forward(n, x, w.W.data(), w.mlp.data());
-        if (Lp.density) Lp.density_mlp.forward(n, x, w.rho.data(), w.dmlp.data());
+        if (Lp.radial_spline) {
+          spline_rows(Lp, w.q_of.data(), 0, n, w.W.data(), w.rho.data());
+        } else {
+          const T* x = mlp_input(Lp, w.q_of.data(), 0, n, w.efc.data());
+          Lp.radial_mlp.forward(n, x, w.W.data(), w.mlp.data());
+          if (Lp.density) Lp.density_mlp.forward(n, x, w.rho.data(), w.dmlp.data());
+        }
         edges_backward_chunk(Lp, t, w.q_of.data(), n, w.W.data(), w.mlp.data(), w.rho.data(),
                              w.dmlp.data(), gMraw_.data(), 0, w, ghu);
       }

@@ -50,11 +50,23 @@ void MaceImpl<T, G>::size_node_work(const LayerPlan<T>& Lp, std::size_t rows, bo
 template <class T, class G>
 void MaceImpl<T, G>::edges_forward_chunk(const LayerPlan<T>& Lp, std::size_t q0, std::size_t n,
                                          T* W, T* mlp, T* rho, T* dmlp) const {
+  if (Lp.radial_spline) return spline_rows(Lp, nullptr, q0, n, W, rho);
   thread_local std::vector<T> buf;
   if (Lp.nonlinear) buf.resize(n * Lp.mlp_in);
   const T* x = mlp_input(Lp, nullptr, q0, n, buf.data());
   Lp.radial_mlp.forward(n, x, W, mlp);
   if (Lp.density) Lp.density_mlp.forward(n, x, rho, dmlp);
+}
+
+template <class T, class G>
+void MaceImpl<T, G>::spline_rows(const LayerPlan<T>& Lp, const int* q_of, std::size_t q0,
+                                 std::size_t n, T* W, T* rho) const {
+  const std::size_t numel = Lp.conv.weight_numel();
+  for (std::size_t p = 0; p < n; ++p) {
+    const G r = rl_[q_of ? static_cast<std::size_t>(q_of[p]) : q0 + p];
+    Lp.radial_spline->value(r, W + p * numel);
+    if (Lp.density) Lp.density_spline->value(r, rho + p);
+  }
 }
 
 // Messages of the internal edges [e0, e1) (all of them with centres in [c0, ...)) added to the
@@ -130,6 +142,26 @@ void MaceImpl<T, G>::edges_backward_chunk(const LayerPlan<T>& Lp, int t, const i
       for (std::size_t k = 0; k < numel; ++k) gw[k] *= f;
     }
   }
+  if (Lp.radial_spline) {
+    // dE/dr straight from the tables' slopes: dE/dW . W'(r) (+ dE/drho rho'(r)).
+    for (std::size_t p = 0; p < n; ++p) {
+      const int q = q_of[p];
+      gR_[q] += Lp.radial_spline->derivative_dot(rl_[q], w.gW.data() + p * numel);
+    }
+    if (Lp.density)
+      for (std::size_t p = 0; p < n; ++p) {
+        const int q = q_of[p];
+        T gd = gdens_[centre_[q]];
+        const T th = std::tanh(rho[p] * rho[p]);
+        if (cut) {
+          gF_[q] += static_cast<G>(gd * th);
+          gd *= fc_[q];
+        }
+        const T grho = gd * (T(1) - th * th) * T(2) * rho[p];
+        gR_[q] += static_cast<G>(grho) * Lp.density_spline->slope(rl_[q], 0);
+      }
+    return;
+  }
   // Only the first nb MLP inputs (the radial basis) depend on positions.
   const std::size_t in = Lp.mlp_in;
   Lp.radial_mlp.backward(n, mlp, w.gW.data(), w.gef.data(), w.work.data());
@@ -163,6 +195,8 @@ void MaceImpl<T, G>::edges_backward_chunk(const LayerPlan<T>& Lp, int t, const i
       const;                                                                                       \
   template void MaceImpl<T, G>::edges_forward_chunk(const LayerPlan<T>&, std::size_t, std::size_t, \
                                                     T*, T*, T*, T*) const;                         \
+  template void MaceImpl<T, G>::spline_rows(const LayerPlan<T>&, const int*, std::size_t,        \
+                                            std::size_t, T*, T*) const;                            \
   template void MaceImpl<T, G>::edges_messages(const LayerPlan<T>&, int, std::size_t, std::size_t, \
                                                const T*, const T*, int, T*, T*, EdgeWork&) const;  \
   template void MaceImpl<T, G>::edges_backward_chunk(const LayerPlan<T>&, int, const int*,         \

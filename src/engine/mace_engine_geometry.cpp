@@ -86,6 +86,7 @@ void MaceImpl<T, G>::edge_geometry(const AtomGraph& g) {
   Y_.resize(E_ * nsh_);
   ef_.resize(E_ * nb);
   fc_.resize(radial_.apply_cutoff() ? 0 : E_);
+  rl_.resize(spline_ ? E_ : 0);
   zbl_atom_.assign(L_, 0.0);
   const long long n_tasks = static_cast<long long>(centre_tasks_.size());
   const bool par = n_tasks > 1 && E_ * (20.0 * nsh_ + 40.0 * nb) > kParallelWork;
@@ -112,6 +113,7 @@ void MaceImpl<T, G>::edge_geometry(const AtomGraph& g) {
           T* eq = ef_.data() + static_cast<std::size_t>(q) * nb;
           for (int n = 0; n < nb; ++n) eq[n] = static_cast<T>(fg[n]);
           if (!radial_.apply_cutoff()) fc_[q] = static_cast<T>(f);
+          if (spline_) rl_[q] = r;
           if (zbl_) {
             G dE;
             zsum += static_cast<double>(zbl_->energy<G>(r, si, sj, &dE));
@@ -151,6 +153,7 @@ void MaceImpl<T, G>::final_gradient(const AtomGraph& g, EngineResult& result) {
       G dEdr = G(0);
       for (int k = 0; k < nb; ++k) dEdr += ge[k] * dfg[k];
       if (!radial_.apply_cutoff()) dEdr += gF_[q] * df;
+      if (spline_) dEdr += gR_[q];
       if (zbl_) {
         G dz;
         zbl_->energy<G>(r, si, sj, &dz);

@@ -40,6 +40,7 @@
 #include "clebsch/engine/mace_engine_geometry.h"
 #include "clebsch/engine/mace_kernels.h"
 #include "clebsch/engine/nequip_engine_ops.h"
+#include "clebsch/engine/radial_spline.h"
 #include "clebsch/nn/symmetric_contraction.h"
 
 namespace clebsch {
@@ -141,6 +142,8 @@ struct LayerPlan {
   bool density = false;
   NodeLinear<T> linear_up, linear, product_linear;
   Mlp<T> radial_mlp, density_mlp;
+  // radial spline N (radial_spline.h): the MLPs' tables, evaluated at the edge lengths instead.
+  std::optional<SplineTable<T>> radial_spline, density_spline;
   ConvTp<T> conv;
   SpeciesLinear<T> skip;
   T inv_avg = T(1);
@@ -213,6 +216,10 @@ class MaceImpl final : public MaceEngine::Impl {
   void backward_tail(int t, GhostExchange* exchange);
   void edges_forward_chunk(const LayerPlan<T>& Lp, std::size_t q0, std::size_t n, T* W, T* mlp,
                            T* rho, T* dmlp) const;
+  // The spline mode's stand-in for the MLPs: W and rho of n internal edges (q_of[p], or q0 + p
+  // when q_of is null) from the tables at their lengths rl_.
+  void spline_rows(const LayerPlan<T>& Lp, const int* q_of, std::size_t q0, std::size_t n, T* W,
+                   T* rho) const;
   void edges_messages(const LayerPlan<T>& Lp, int t, std::size_t e0, std::size_t e1, const T* W,
                       const T* rho, int c0, T* Mraw, T* dens, EdgeWork& w) const;
   void edges_backward_chunk(const LayerPlan<T>& Lp, int t, const int* q_of, std::size_t n,
@@ -222,6 +229,7 @@ class MaceImpl final : public MaceEngine::Impl {
   void node_backward_nonlinear(int t, std::size_t r0, std::size_t r1, T* gMl, T* gMraw);
   void plan_nonlinear(const model::MaceInteraction& in, const Irreps& h_irreps,
                       const std::string& where, LayerPlan<T>& L) const;
+  void plan_splines(const model::MaceInteraction& in, const std::string& where, LayerPlan<T>& L);
   void plan_embedding(const model::Mace& m, const MaceEngineOptions& options, T* h0_table);
   // The MLP input of n internal edges (q_of[p], or q0 + p when q_of is null): e_e alone, or
   // for non-linear blocks [e_e | src | tgt] written to buf; returns the rows (mlp_in wide).
@@ -241,6 +249,7 @@ class MaceImpl final : public MaceEngine::Impl {
   std::vector<T> hu0_table_, sc0_table_;  // [S][...]: layer 0 reads the species embedding only
   std::vector<double> e0_;
   double scale_ = 1, shift_ = 0;
+  bool spline_ = false;  // the layers' radial functions are tables (radial spline N)
 
   // --- per call ---
   std::size_t N_ = 0, L_ = 0, E_ = 0;
@@ -253,6 +262,7 @@ class MaceImpl final : public MaceEngine::Impl {
   std::vector<std::pair<int, int>> centre_tasks_, sender_tasks_;
   std::vector<T> Y_, ef_, fc_;      // [E][nsh], [E][nb], [E] (fc only without apply_cutoff)
   std::vector<G> gY_, gE_, gF_;     // per internal edge
+  std::vector<G> rl_, gR_;          // spline mode: per internal edge, length and dE/dlength
   std::vector<double> zbl_atom_;    // [L]
   std::vector<double> energy_acc_;  // [L]: sum of readouts (before scale)
   std::vector<std::vector<T>> hu_, A_, dens_, Ml_;     // per layer

@@ -54,6 +54,29 @@ void check_equal(const Irreps& a, const Irreps& b, const std::string& what) {
 
 }  // namespace
 
+// The tables of radial spline N, when tabulate_radial_functions made them: checked against the
+// layer's weight count (a table of another model would index past its rows).
+template <class T, class G>
+void MaceImpl<T, G>::plan_splines(const model::MaceInteraction& in, const std::string& w,
+                                  LayerPlan<T>& L) {
+  if (!in.radial_spline) return;
+  const auto check = [&](const model::RadialSpline& s, int width, const std::string& what) {
+    if (s.width != width || s.intervals < 1 ||
+        s.values.size() != static_cast<std::size_t>(s.intervals + 1) * 2 * s.width)
+      throw ModelFormatError(w + "." + what + ": a table of width " + std::to_string(s.width) +
+                             " for " + std::to_string(width) + " outputs");
+  };
+  check(*in.radial_spline, static_cast<int>(L.conv.weight_numel()), "radial_spline");
+  L.radial_spline.emplace(*in.radial_spline);
+  if (L.density) {
+    if (!in.density_spline)
+      throw ModelFormatError(w + ": a radial spline but no density spline");
+    check(*in.density_spline, 1, "density_spline");
+    L.density_spline.emplace(*in.density_spline);
+  }
+  spline_ = true;
+}
+
 template <class T, class G>
 MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& options)
     : options_(options), radial_(model.mace->radial, model.species) {
@@ -144,6 +167,7 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
                                  "]: add_skip without a residual interaction");
       }
       L.mlp_in = radial_.num_basis();
+      plan_splines(in, w, L);
     }
     if (L.sc_on_nodes && !pr.add_skip)
       throw ModelFormatError("mace.products[" + std::to_string(t) +
@@ -169,8 +193,10 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     L.dim_target = A_irreps.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
     h_irreps = pr.linear.irreps_out;
-    L.edge_flops = 2 * (L.radial_mlp.macs_per_row() + L.conv.macs() +
-                        (L.density ? L.density_mlp.macs_per_row() : 0.0));
+    L.edge_flops = L.radial_spline
+                       ? 2 * (4.0 * L.conv.weight_numel() + L.conv.macs())
+                       : 2 * (L.radial_mlp.macs_per_row() + L.conv.macs() +
+                              (L.density ? L.density_mlp.macs_per_row() : 0.0));
     L.node_flops = L.linear.flops_per_row() + L.product_linear.flops_per_row() +
                    L.linear_up.flops_per_row() + L.skip.flops_per_row() +
                    L.skip_linear.flops_per_row() + L.linear_res.flops_per_row() +

@@ -171,6 +171,17 @@ struct MaceZbl {
   std::vector<double> covalent_radii;  ///< [num_species]
 };
 
+/// A radial function r -> R^width tabulated as a cubic Hermite spline on uniform knots
+/// r_k = r_lo + k h, h = (r_hi - r_lo) / intervals: values[k][0][w] = f_w(r_k) and
+/// values[k][1][w] = h f_w'(r_k). Not part of the file: tabulate_radial_functions
+/// (engine/radial_spline.h) makes it when the user asks for `radial spline N`, and the engines
+/// then evaluate it in place of the MLP it replaces.
+struct RadialSpline {
+  double r_lo = 0, r_hi = 0;
+  int intervals = 0, width = 0;
+  std::vector<double> values;  ///< [intervals + 1][2][width]
+};
+
 struct MaceInteraction {
   std::string cls;
   bool residual = false;
@@ -184,6 +195,8 @@ struct MaceInteraction {
   bool skip_on_node_features = false;  ///< true: sc = skip_tp(h_in, o); false: M = skip_tp(M, o)
   double avg_num_neighbors = 1.0;      ///< used when !density_normalization
   std::optional<Mlp> density_mlp;      ///< used when density_normalization
+  /// radial_mlp(e(r)) and density_mlp(e(r)) as splines of r (RadialSpline), when tabulated.
+  std::optional<RadialSpline> radial_spline, density_spline;
 
   /// RealAgnosticResidualNonLinearInteractionBlock (FORMAT.md §5, kind residual_nonlinear).
   /// Then skip_tp, linear and avg_num_neighbors are unused; radial_mlp and density_mlp read
