@@ -37,9 +37,7 @@ struct Cubic {
   double value(int w, double r) const {
     return c[w][0] + r * (c[w][1] + r * (c[w][2] + r * c[w][3]));
   }
-  double slope(int w, double r) const {
-    return c[w][1] + r * (2 * c[w][2] + 3 * r * c[w][3]);
-  }
+  double slope(int w, double r) const { return c[w][1] + r * (2 * c[w][2] + 3 * r * c[w][3]); }
   model::RadialSpline table(double r_lo, double r_hi, int n) const {
     model::RadialSpline s;
     s.r_lo = r_lo, s.r_hi = r_hi, s.intervals = n, s.width = static_cast<int>(c.size());
@@ -152,7 +150,7 @@ TEST(MaceSpline, ForcesAreTheDerivativeOfTheSplineModelsEnergy) {
     MaceEngine engine(m, Precision::kFloat64);
     const GoldenStructure& s = c.structures.front();
     std::vector<double> v = s.vectors;
-    AtomGraph g{s.n_atoms, s.n_atoms, s.species.data(), s.n_edges,
+    AtomGraph g{s.n_atoms,       s.n_atoms,         s.species.data(), s.n_edges,
                 s.center.data(), s.neighbor.data(), v.data()};
     EngineResult r;
     engine.compute(g, r, nullptr);

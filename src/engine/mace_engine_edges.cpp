@@ -195,7 +195,7 @@ void MaceImpl<T, G>::edges_backward_chunk(const LayerPlan<T>& Lp, int t, const i
       const;                                                                                       \
   template void MaceImpl<T, G>::edges_forward_chunk(const LayerPlan<T>&, std::size_t, std::size_t, \
                                                     T*, T*, T*, T*) const;                         \
-  template void MaceImpl<T, G>::spline_rows(const LayerPlan<T>&, const int*, std::size_t,        \
+  template void MaceImpl<T, G>::spline_rows(const LayerPlan<T>&, const int*, std::size_t,          \
                                             std::size_t, T*, T*) const;                            \
   template void MaceImpl<T, G>::edges_messages(const LayerPlan<T>&, int, std::size_t, std::size_t, \
                                                const T*, const T*, int, T*, T*, EdgeWork&) const;  \

@@ -69,8 +69,7 @@ void MaceImpl<T, G>::plan_splines(const model::MaceInteraction& in, const std::s
   check(*in.radial_spline, static_cast<int>(L.conv.weight_numel()), "radial_spline");
   L.radial_spline.emplace(*in.radial_spline);
   if (L.density) {
-    if (!in.density_spline)
-      throw ModelFormatError(w + ": a radial spline but no density spline");
+    if (!in.density_spline) throw ModelFormatError(w + ": a radial spline but no density spline");
     check(*in.density_spline, 1, "density_spline");
     L.density_spline.emplace(*in.density_spline);
   }
@@ -193,10 +192,9 @@ MaceImpl<T, G>::MaceImpl(const model::Model& model, const MaceEngineOptions& opt
     L.dim_target = A_irreps.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
     h_irreps = pr.linear.irreps_out;
-    L.edge_flops = L.radial_spline
-                       ? 2 * (4.0 * L.conv.weight_numel() + L.conv.macs())
-                       : 2 * (L.radial_mlp.macs_per_row() + L.conv.macs() +
-                              (L.density ? L.density_mlp.macs_per_row() : 0.0));
+    L.edge_flops = L.radial_spline ? 2 * (4.0 * L.conv.weight_numel() + L.conv.macs())
+                                   : 2 * (L.radial_mlp.macs_per_row() + L.conv.macs() +
+                                          (L.density ? L.density_mlp.macs_per_row() : 0.0));
     L.node_flops = L.linear.flops_per_row() + L.product_linear.flops_per_row() +
                    L.linear_up.flops_per_row() + L.skip.flops_per_row() +
                    L.skip_linear.flops_per_row() + L.linear_res.flops_per_row() +

@@ -19,12 +19,12 @@ namespace clebsch {
 
 namespace {
 
-constexpr double kStep = 1e-5;   // Å, the slopes' difference step
+constexpr double kStep = 1e-5;      // Å, the slopes' difference step
 constexpr int kKnotsPerBatch = 64;  // knots evaluated per MLP call (4 rows each)
 
 // The spline of r -> mlp(e(r)) on [r_lo, r_hi].
-model::RadialSpline tabulate(const mace_detail::Radial& radial, const model::Mlp& m,
-                             double r_lo, double r_hi, int intervals, const std::string& where) {
+model::RadialSpline tabulate(const mace_detail::Radial& radial, const model::Mlp& m, double r_lo,
+                             double r_hi, int intervals, const std::string& where) {
   const mace_detail::Mlp<double> mlp(m, where);
   const int nb = radial.num_basis(), width = mlp.dim_out();
   model::RadialSpline s;
@@ -50,8 +50,7 @@ model::RadialSpline tabulate(const mace_detail::Radial& radial, const model::Mlp
       const double* yk = y.data() + static_cast<std::size_t>(k - k0) * 4 * width;
       double* v = s.values.data() + static_cast<std::size_t>(k) * 2 * width;
       for (int w = 0; w < width; ++w) {
-        const double m2 = yk[w], m1 = yk[width + w], f0 = yk[2 * width + w],
-                     p1 = yk[3 * width + w];
+        const double m2 = yk[w], m1 = yk[width + w], f0 = yk[2 * width + w], p1 = yk[3 * width + w];
         const double slope =
             k < intervals ? (p1 - m1) / (2 * kStep) : (3 * f0 - 4 * m1 + m2) / (2 * kStep);
         if (!std::isfinite(f0) || !std::isfinite(slope))
