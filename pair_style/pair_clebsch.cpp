@@ -18,6 +18,7 @@
 
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/host_engine.h"
+#include "clebsch/engine/radial_spline.h"
 #include "clebsch/model/model_heads.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch_md_checks.h"
@@ -105,13 +106,15 @@ void PairClebsch::allocate()
 /* ----------------------------------------------------------------------
    pair_style clebsch [precision fp64|fp32|mixed] [device cpu|gpu] [deterministic yes|no]
                       [edge_batch N] [head NAME] [charge Q] [spin S]
+                      [radial exact|spline N]
 ------------------------------------------------------------------------- */
 
 void PairClebsch::settings(int narg, char **arg)
 {
   // LAMMPS calls settings() again on this object when a script re-issues pair_style clebsch:
   // every keyword starts from its default, as on the first call, not from the previous line.
-  Keywords before{precision_name_, device_name_, edge_batch_, deterministic_, head_name_};
+  Keywords before{precision_name_, device_name_, edge_batch_,
+                  deterministic_,  head_name_,   radial_spline_};
   if (!defaults_taken_) {
     defaults_ = before;
     defaults_taken_ = true;
@@ -151,6 +154,23 @@ void PairClebsch::settings(int narg, char **arg)
       // Checked against the model's heads when the engine is built (pair_coeff, or now on a
       // re-issued pair_style).
       k.head = value;
+    } else if (key == "radial") {
+      // The radial MLPs exactly (default), or tabulated as splines of N intervals: an
+      // approximation the user opts into (engine/radial_spline.h).
+      if (value == "exact") {
+        k.radial_spline = 0;
+      } else if (value == "spline") {
+        if (iarg + 2 >= narg)
+          error->all(FLERR, "Pair style clebsch: radial spline needs a number of intervals");
+        k.radial_spline = utils::inumeric(FLERR, arg[iarg + 2], false, lmp);
+        if (k.radial_spline < clebsch::kMinSplineIntervals ||
+            k.radial_spline > clebsch::kMaxSplineIntervals)
+          error->all(FLERR, "Pair style clebsch: radial spline needs {} to {} intervals, got {}",
+                     clebsch::kMinSplineIntervals, clebsch::kMaxSplineIntervals, arg[iarg + 2]);
+        iarg++;
+      } else {
+        error->all(FLERR, "Pair style clebsch: radial must be exact or spline N, got {}", value);
+      }
     } else if (key == "charge" || key == "spin") {
       // total_charge / total_spin of models with per-structure embeddings (mace-torch's
       // multiplicity convention: spin 1 = singlet).
@@ -158,7 +178,7 @@ void PairClebsch::settings(int narg, char **arg)
     } else {
       error->all(FLERR,
                  "Pair style clebsch: unknown keyword {} (expected precision, device, "
-                 "deterministic, edge_batch, head, charge or spin)",
+                 "deterministic, edge_batch, head, charge, spin or radial)",
                  key);
     }
     iarg += 2;
@@ -168,6 +188,7 @@ void PairClebsch::settings(int narg, char **arg)
   edge_batch_ = k.edge_batch;
   deterministic_ = k.deterministic;
   head_name_ = k.head;
+  radial_spline_ = k.radial_spline;
   const bool inputs_changed = inputs != structure_inputs_;
   structure_inputs_ = std::move(inputs);
   // A re-issued pair_style keeps the pair_coeff of the previous one (LAMMPS does not ask for it
@@ -200,6 +221,13 @@ void PairClebsch::build_engine(clebsch::model::Model *given)
                "Pair style clebsch: {} (model {}); change the head keyword of pair_style, or "
                "leave it out for the default head",
                e.what(), model_path_);
+  }
+  if (radial_spline_ > 0) {
+    try {
+      clebsch::tabulate_radial_functions(model, radial_spline_);
+    } catch (std::exception &e) {
+      error->all(FLERR, "Pair style clebsch: {} (model {})", e.what(), model_path_);
+    }
   }
   active_head_ = clebsch::model::active_head(model);
   multi_head_ = clebsch::model::head_names(model).size() > 1;
@@ -306,8 +334,9 @@ void PairClebsch::coeff(int narg, char **arg)
       setflag[i][j] = type_to_species_[i] >= 0 && type_to_species_[j] >= 0 ? 1 : 0;
 
   if (comm->me == 0) {
-    const std::string batch =
+    std::string batch =
         device_name_ == "gpu" && edge_batch_ > 0 ? fmt::format(", edge_batch {}", edge_batch_) : "";
+    if (radial_spline_ > 0) batch += fmt::format(", radial spline {}", radial_spline_);
     utils::logmesg(lmp, "Clebsch: loaded {} ({} layers, r_max {} A, precision {}, device {}{}{})\n",
                    path, engine_->num_layers(), cutoff_, precision_name_, device_name_, batch,
                    head_text());

@@ -83,10 +83,11 @@ class PairClebsch : public Pair {
     long long edge_batch = 0;      // device gpu: neighbor pairs per batch (0: automatic)
     bool deterministic = false;    // device gpu: fixed-order accumulation (doc default no)
     std::string head;              // multi-head MACE: the head to evaluate ("": the default)
+    int radial_spline = 0;         // radial spline N: intervals of the tables (0: exact MLP)
     bool operator==(const Keywords &o) const
     {
       return precision == o.precision && device == o.device && edge_batch == o.edge_batch &&
-          deterministic == o.deterministic && head == o.head;
+          deterministic == o.deterministic && head == o.head && radial_spline == o.radial_spline;
     }
   };
   bool defaults_taken_ = false;
@@ -97,6 +98,7 @@ class PairClebsch : public Pair {
   long long edge_batch_ = 0;      // device gpu: neighbor pairs per batch (0: automatic)
   bool deterministic_ = false;    // device gpu: fixed-order accumulation (doc default no)
   std::string head_name_;         // head keyword ("": the model's default head)
+  int radial_spline_ = 0;         // radial spline N (0: radial exact, the default)
   std::string active_head_;       // the head the engine evaluates (empty for NequIP)
   bool multi_head_ = false;       // the model has several heads (the log names the head)
   std::string head_text() const;

@@ -92,7 +92,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
                   &gh_, &gh_prev_, &gB_,   &gA_, &gMl_,    &gMraw_,     &gdens_,    &ghu_, &gyT_,
                   &gw_, &gef_,     &grho_, &gy_, &gz_,     &hu0_table_, &sc0_table_})
     a->bind(b);
-  for (auto* a : {&gY_, &gE_, &gF_}) a->bind(b);
+  for (auto* a : {&gY_, &gE_, &gF_, &rl_, &gR_}) a->bind(b);
 
   const Accumulation acc =
       options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
@@ -113,11 +113,24 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       L.density_mlp = DeviceMlp<T>(b, *in.density_mlp, w + ".density_mlp");
     else
       L.inv_avg = 1.0 / in.avg_num_neighbors;
+    if (in.radial_spline) {
+      // radial spline N: the tables make the weights (the fused form needs the MLP itself).
+      if (options.require_fused_radial)
+        throw Error(w +
+                    ": the fused radial form evaluates the radial MLP, which radial spline "
+                    "replaces; use one or the other");
+      if (in.radial_spline->width != static_cast<int>(in.conv_tp.descriptor.weight_numel()) ||
+          (L.density && !in.density_spline))
+        throw Error(w + ": the radial spline does not match the layer's weights");
+      L.spline = spline_ = true;
+      L.radial_spline.upload(*in.radial_spline);
+      if (L.density) L.density_spline.upload(*in.density_spline);
+    }
     // The fused radial form where the options ask for it and the MLP and the product's schedule
-    // allow it (radial_conv.h); else the MLP makes the weights.
-    L.conv =
-        make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp, options.fused_radial,
-                         options.require_fused_radial, w + ".radial_mlp", L.fused);
+    // allow it (radial_conv.h); else the MLP (or the spline) makes the weights.
+    L.conv = make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp,
+                              options.fused_radial && !L.spline, options.require_fused_radial,
+                              w + ".radial_mlp", L.fused);
     L.dim_in = in.linear_up.irreps_in.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();
@@ -129,11 +142,12 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // The fused form's hidden rows are in the MLP's scratch; only their cut copy is extra.
     const std::size_t weights = L.fused ? (apply_cutoff_ ? 0 : std::size_t(L.conv_width))
                                         : std::size_t(L.numel) * (apply_cutoff_ ? 1 : 2);
-    budget_.keep_per_edge += weights + L.radial_mlp.scratch_per_row();
+    const std::size_t mlp_scratch = L.spline ? 0 : L.radial_mlp.scratch_per_row();
+    budget_.keep_per_edge += weights + mlp_scratch;
     // In batches one batch's weights are held at a time (wb_, wfb_), but every layer's radial
     // MLP keeps its own activations at the batch's size.
     batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
-    budget_.batch_per_edge += L.radial_mlp.scratch_per_row();
+    budget_.batch_per_edge += mlp_scratch;
     const ContractionTables ct = mace_contraction_tables(model, t);
     mace_symcon_layout(model, t, ct);  // checks the shapes before the module is built
     L.C = ct.C, L.dim_b = ct.dim_b;
@@ -177,6 +191,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     layers_[t].k_symcon_bwd = &module_->kernel(symcon_kernel_name(t, true));
   }
   k_energy_ = &module_->kernel("mace_energy");
+  k_spline_fwd_ = &module_->kernel("mace_spline_forward");
+  k_spline_bwd_ = &module_->kernel("mace_spline_backward");
+  // The spline mode's lengths and dE/dlength (G each, counted in T).
+  if (spline_) budget_.keep_per_edge += 2 * sizeof(G) / sizeof(T);
 
   e0_.upload(m.atomic_energies);
   d_r_max_pairs_.upload(r_max_pairs_);
@@ -381,6 +399,8 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   ea.sender = edges_.sender.data(), ea.species = d_species, ea.r_max_pairs = d_r_max_pairs_.data();
   ea.Y = Y_.data(), ea.ef = ef_.data(), ea.fc = apply_cutoff_ ? nullptr : fc_.data();
   ea.zbl = zbl_ ? zbl_edge_.data() : nullptr;
+  rl_.resize(spline_ ? E_ : 0);
+  ea.rl = spline_ ? rl_.data() : nullptr;
   ea.status = status_.data();
   ea.zbl_scale = scale_, ea.min_length = MaceEngine::kMinEdgeLength;
   ea.num_edges = E;
@@ -396,6 +416,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   gY_.resize(E_ * nsh_), gY_.zero(s);
   gE_.resize(E_ * nb_), gE_.zero(s);
   gF_.resize(apply_cutoff_ ? 0 : E_), gF_.zero(s);
+  gR_.resize(spline_ ? E_ : 0), gR_.zero(s);
   ones_.resize(L_);
   gk_->fill(dt_, ones_.data(), L, 1.0, s);
 
@@ -412,6 +433,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
 
   backward_layers(exchange, s);
   ea.gY = gY_.data(), ea.gE = gE_.data(), ea.gF = apply_cutoff_ ? nullptr : gF_.data();
+  ea.gR = spline_ ? gR_.data() : nullptr;
   ea.edge_gradient = edge_gradient;
   b.launch(*k_gradient_, grid_for(E), s, ea);
   b.synchronize(s);

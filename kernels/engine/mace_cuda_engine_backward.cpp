@@ -105,7 +105,7 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     return;
   }
   gyT_.resize(E_ * Lp.dim_y);
-  gef_.resize(E_ * nb_);
+  gef_.resize(Lp.spline ? 0 : E_ * nb_);
   const std::size_t batches = edges_.num_batches();
   if (batches > 1 && t > 0) ghu_.zero(s);  // the batches add their grad_x
   for (std::size_t bt = 0; bt < batches; ++bt) {
@@ -127,10 +127,16 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
                     gF_.data() + e0, n,       Lp.conv_width};
       b.launch(*k_cut_bwd_, grid_for(n), s, c);
     }
-    if (Lp.fused)
+    if (Lp.spline) {
+      // dE/dr from the table's slopes, straight into gR_ (no dE/d(radial basis)).
+      MaceSplineArgs a = Lp.radial_spline.args(rl_.data() + e0, n);
+      a.gy = gw_.data(), a.gR = gR_.data() + e0;
+      b.launch(*k_spline_bwd_, grid_for(n * 32), s, a);
+    } else if (Lp.fused) {
       Lp.radial_mlp.backward_hidden(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
-    else
+    } else {
       Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+    }
   }
   {
     AxpbyArgs a{};
@@ -141,7 +147,7 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
   AxpbyArgs ga{};
   ga.x = gef_.data(), ga.y = gE_.data(), ga.rows = E, ga.cols = nb_, ga.ldx = nb_, ga.ldy = nb_;
   ga.alpha = 1, ga.beta = 1;
-  gk_->axpby(dt_, dg_, ga, s);
+  if (!Lp.spline) gk_->axpby(dt_, dg_, ga, s);
   if (Lp.density) {
     grho_.resize(E_);
     MaceDensityArgs d{};
@@ -149,8 +155,14 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     d.gdens = gdens_.data(), d.centre = edges_.centre.data(), d.grho = grho_.data();
     d.gF = apply_cutoff_ ? nullptr : gF_.data(), d.num_edges = E;
     b.launch(*k_dens_bwd_, grid_for(E), s, d);
-    Lp.density_mlp.backward(*gk_, E, grho_.data(), gef_.data(), s);
-    gk_->axpby(dt_, dg_, ga, s);
+    if (Lp.spline) {
+      MaceSplineArgs a = Lp.density_spline.args(rl_.data(), E);
+      a.gy = grho_.data(), a.gR = gR_.data();
+      b.launch(*k_spline_bwd_, grid_for(E * 32), s, a);
+    } else {
+      Lp.density_mlp.backward(*gk_, E, grho_.data(), gef_.data(), s);
+      gk_->axpby(dt_, dg_, ga, s);
+    }
   }
 }
 

@@ -62,7 +62,13 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
   const long long E = static_cast<long long>(E_), L = static_cast<long long>(L_);
   if (Lp.density) {
     Lp.rho.resize(E_), Lp.dedge.resize(E_), Lp.dens.resize(L_);
-    Lp.density_mlp.forward(*gk_, E, ef_.data(), Lp.rho.data(), s);
+    if (Lp.spline) {
+      MaceSplineArgs a = Lp.density_spline.args(rl_.data(), E);
+      a.y = Lp.rho.data();
+      b.launch(*k_spline_fwd_, grid_for(E), s, a);
+    } else {
+      Lp.density_mlp.forward(*gk_, E, ef_.data(), Lp.rho.data(), s);
+    }
     MaceDensityArgs d{};
     d.rho = Lp.rho.data(), d.fc = apply_cutoff_ ? nullptr : fc_.data(), d.d = Lp.dedge.data();
     d.num_edges = E;

@@ -26,10 +26,43 @@
 
 namespace clebsch::cuda::mace_cuda_detail {
 
+// radial spline N: a layer's table (model::RadialSpline) on the device, in T.
+template <class T>
+struct DeviceSpline {
+  explicit DeviceSpline(DeviceBackend& b) : table(b) {}
+  DeviceArray<T> table;
+  double r_lo = 0, inv_h = 0;
+  int intervals = 0, width = 0;
+
+  void upload(const model::RadialSpline& s) {
+    table.upload(std::vector<T>(s.values.begin(), s.values.end()));
+    r_lo = s.r_lo, inv_h = s.intervals / (s.r_hi - s.r_lo);
+    intervals = s.intervals, width = s.width;
+  }
+  /// The table at @p n lengths @p r (G); the caller sets y (forward) or gy and gR (backward).
+  MaceSplineArgs args(const void* r, long long n) const {
+    MaceSplineArgs a{};
+    a.table = table.data(), a.r = r, a.r_lo = r_lo, a.inv_h = inv_h;
+    a.intervals = intervals, a.width = width, a.num_edges = n;
+    return a;
+  }
+};
+
 template <class T>
 struct Layer {
   explicit Layer(DeviceBackend& b)
-      : weights(b), hu(b), W(b), Wf(b), rho(b), dedge(b), dens(b), Ml(b), A(b), Yc(b) {}
+      : weights(b),
+        radial_spline(b),
+        density_spline(b),
+        hu(b),
+        W(b),
+        Wf(b),
+        rho(b),
+        dedge(b),
+        dens(b),
+        Ml(b),
+        A(b),
+        Yc(b) {}
   bool sc_on_nodes = false, density = false;
   // The convolution in the fused radial form (TpProblem::fused_hidden): it reads the radial
   // MLP's last hidden rows and makes the weights per edge tile; conv_width is then the hidden
@@ -43,6 +76,9 @@ struct Layer {
   int dim_in = 0, dim_edge = 0, dim_mid = 0, dim_target = 0, dim_hidden = 0, dim_y = 0;
   int numel = 0, C = 0, dim_b = 0;
   DeviceArray<T> weights;  // the symmetric contraction's, [S][rows][C]
+  // radial spline N: the tables stand in for radial_mlp and density_mlp (stored weights form).
+  bool spline = false;
+  DeviceSpline<T> radial_spline, density_spline;
   const DeviceKernel *k_symcon_fwd = nullptr, *k_symcon_bwd = nullptr;  // generated per layer
   // Per call, kept from the forward for the backward. A: the skip's output (when the skip acts
   // on the messages), the contraction's input.
@@ -139,7 +175,13 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
     const EdgeBatch eb = edge_batch(b);
     const T* ef = ef_.data() + eb.e0 * nb_;
     const T* raw;
-    if (Lp.fused) {
+    if (Lp.spline) {
+      wb.resize(eb.n * Lp.numel);
+      MaceSplineArgs a = Lp.radial_spline.args(rl_.data() + eb.e0, eb.n);
+      a.y = wb.data();
+      backend_->launch(*k_spline_fwd_, grid_for(eb.n * Lp.numel), s, a);
+      raw = wb.data();
+    } else if (Lp.fused) {
       raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, ef, s);
     } else {
       wb.resize(eb.n * Lp.numel);
@@ -184,7 +226,7 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
 
   std::unique_ptr<DeviceModule> module_;
   const DeviceKernel *k_geometry_, *k_gradient_, *k_cut_fwd_, *k_cut_bwd_, *k_dens_fwd_,
-      *k_dens_bwd_, *k_energy_;
+      *k_dens_bwd_, *k_energy_, *k_spline_fwd_, *k_spline_bwd_;
   DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
 
   // --- model ---
@@ -206,6 +248,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_,
       gz_;
   DeviceArray<G> gY_, gE_, gF_;
+  bool spline_ = false;     // the layers' radial functions are tables (radial spline N)
+  DeviceArray<G> rl_, gR_;  // spline mode: per edge (internal order), length and dE/dlength
 };
 
 }  // namespace clebsch::cuda::mace_cuda_detail

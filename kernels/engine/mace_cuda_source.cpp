@@ -107,6 +107,8 @@ std::vector<KernelSpec> mace_kernel_specs(const model::Model& model) {
                         {"mace_density_backward", "MaceDensityArgs"},
                         {"mace_energy", "MaceEnergyArgs"}};
   for (auto& s : k) specs.push_back({s[0], s[1], false, 0});
+  specs.push_back({"mace_spline_forward", "MaceSplineArgs", false, 0});
+  specs.push_back({"mace_spline_backward", "MaceSplineArgs", true, 0});
   for (int t = 0; t < static_cast<int>(model.mace->products.size()); ++t)
     for (bool backward : {false, true})
       specs.push_back({symcon_kernel_name(t, backward), "SymConArgs", false, 0});

@@ -30,8 +30,26 @@ struct MaceEdgeArgs {
   const void* gY;
   const void* gE;
   const void* gF;
+  /// radial spline N: the lengths r (G [E], written by the geometry kernel) and dE/dr from the
+  /// tables' slopes (G [E], read by the gradient kernel); null otherwise.
+  void* rl;
+  const void* gR;
   double* edge_gradient;
   double zbl_scale, min_length;
+  long long num_edges;
+};
+
+/// radial spline N (src/engine/radial_spline.h): a table [intervals + 1][2][width] (values and
+/// h-scaled slopes at uniform knots from r_lo) evaluated at num_edges lengths r: forward
+/// y[e][w] = f_w(r_e); backward gR[e] += sum_w gy[e][w] f_w'(r_e), one warp per edge.
+struct MaceSplineArgs {
+  const void* table;  ///< T
+  const void* r;      ///< G [E]
+  void* y;            ///< T [E][width]
+  const void* gy;     ///< T [E][width]
+  void* gR;           ///< G [E]
+  double r_lo, inv_h;
+  int intervals, width;
   long long num_edges;
 };
 
