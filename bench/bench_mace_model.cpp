@@ -16,10 +16,13 @@
 //                    [--precision fp64,fp32,mixed] [--repeat 10] [--warmup 2]
 //                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
 //                    [--kernel-profile FILE] [--backend cuda|emulated]
+//                    [--spline-intervals N]
 //
 // Engines: host, cuda (the CUDA engine with its default options), cuda-fused and cuda-unfused
 // (CudaEngineOptions::fused_radial forced on or off: the radial MLP's last layer inside the
 // convolution or made into per-edge weights first; A/B runs whatever the default).
+// host-spline and cuda-spline: those engines on the model with its radial MLPs tabulated
+// (`radial spline N`, engine/radial_spline.h) on --spline-intervals intervals (default 1000).
 // --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
 // edge_batch; 0, the default, lets the engine choose).
 // --kernel-profile: after the timed calls, one more call of each CUDA engine with kernel timing
@@ -46,6 +49,7 @@
 #include "bench_structure.h"
 #include "clebsch/engine/engine.h"
 #include "clebsch/engine/mace_engine.h"
+#include "clebsch/engine/radial_spline.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/support/error.h"
 
@@ -78,6 +82,7 @@ struct Options {
   int repeat = 10, warmup = 2;
   bool deterministic = true;  // the CUDA engine's default: bitwise reproducible
   std::size_t edge_batch = 0;
+  int spline_intervals = 1000;   // --spline-intervals: of the *-spline engines
   std::string kernel_profile;    // --kernel-profile FILE ("" none)
   std::string backend = "cuda";  // --backend: the CUDA engine's backend (cuda, emulated)
 
@@ -111,6 +116,8 @@ struct Options {
         o.deterministic = false;
       else if (a == "--edge-batch")
         o.edge_batch = std::stoull(next());
+      else if (a == "--spline-intervals")
+        o.spline_intervals = std::stoi(next());
       else if (a == "--kernel-profile")
         o.kernel_profile = next();
       else if (a == "--backend")
@@ -128,7 +135,8 @@ struct Options {
     if (o.model.empty() || o.structure.empty())
       throw clebsch::Error("usage: bench_mace_model --model M --structure S [--engine host,cuda]");
     for (const auto& e : o.engines)
-      if (e != "host" && e != "cuda" && e != "cuda-fused" && e != "cuda-unfused")
+      if (e != "host" && e != "cuda" && e != "cuda-fused" && e != "cuda-unfused" &&
+          e != "host-spline" && e != "cuda-spline")
         throw clebsch::Error("unknown engine '" + e + "'");
     if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
     if (o.backend != "cuda" && o.backend != "emulated")
@@ -143,7 +151,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
 #if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
   clebsch::cuda::CudaEngineOptions options;
   options.deterministic = opt.deterministic;
-  if (kind != "cuda") options.fused_radial = kind == "cuda-fused";
+  if (kind == "cuda-fused" || kind == "cuda-unfused") options.fused_radial = kind == "cuda-fused";
   options.edge_batch = opt.edge_batch;
   if (opt.backend == "emulated") options.backend = clebsch::cuda::make_emulated_backend();
   return clebsch::cuda::make_cuda_engine(model, precision, options);
@@ -165,7 +173,8 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
 
 std::unique_ptr<Engine> make_engine(const std::string& kind, const clebsch::model::Model& model,
                                     Precision precision, const Options& opt) {
-  if (kind == "host") return std::make_unique<clebsch::MaceEngine>(model, precision);
+  if (kind == "host" || kind == "host-spline")
+    return std::make_unique<clebsch::MaceEngine>(model, precision);
   return make_cuda(model, precision, opt, kind);
 }
 
@@ -381,6 +390,17 @@ int main(int argc, char** argv) try {
   nlohmann::json out;
   out["model"] = opt.model;
   out["atoms"] = s.n;
+  // The *-spline engines' model: the same weights, the radial MLPs tabulated.
+  clebsch::model::Model spline_model;
+  for (const std::string& kind : opt.engines)
+    if (kind.size() > 7 && kind.compare(kind.size() - 7, 7, "-spline") == 0 &&
+        !spline_model.mace) {
+      const auto ts = std::chrono::steady_clock::now();
+      spline_model = model;
+      clebsch::tabulate_radial_functions(spline_model, opt.spline_intervals);
+      out["spline_intervals"] = opt.spline_intervals;
+      out["spline_tabulation_s"] = seconds_since(ts);
+    }
   const auto tn = std::chrono::steady_clock::now();
   const Graph g = clebsch::bench::neighbour_list(s, model.r_max);
   out["neighbour_list_s"] = seconds_since(tn);
@@ -401,10 +421,11 @@ int main(int argc, char** argv) try {
       j["precision"] = clebsch::to_string(p);
       try {
         // Constructing the sampler makes the context current first, so the baseline holds it.
-        const bool cuda = kind != "host";
+        const bool cuda = kind != "host" && kind != "host-spline";
+        const bool spline = kind == "host-spline" || kind == "cuda-spline";
         DeviceMemorySampler memory(cuda && opt.backend == "cuda");
         const auto t0 = std::chrono::steady_clock::now();
-        std::unique_ptr<Engine> engine = make_engine(kind, model, p, opt);
+        std::unique_ptr<Engine> engine = make_engine(kind, spline ? spline_model : model, p, opt);
         EngineResult r;
         engine->compute(ag, r, nullptr);  // the first call may compile or load kernels
         j["setup_s"] = seconds_since(t0);

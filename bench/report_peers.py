@@ -24,11 +24,13 @@ from typing import Any, Dict, List
 
 MODEL_NAME = "mace-mp-0-medium-sized (89 species, random weights)"
 # bench_mace_model's CUDA engine kinds and what their records' configuration adds: the engine's
-# default (cuda) and the radial form forced either way (CudaEngineOptions::fused_radial).
+# default (cuda), the radial form forced either way (CudaEngineOptions::fused_radial), and the
+# radial MLPs tabulated (pair_style ... radial spline N: not the exact model).
 RADIAL_FORMS = {
     "cuda": "",
     "cuda-fused": ", fused radial form",
     "cuda-unfused": ", radial MLP outputs stored per edge",
+    "cuda-spline": ", radial spline (tabulated radial MLPs, an approximation)",
 }
 
 
@@ -58,6 +60,12 @@ def clebsch_records(path: str, run: str) -> List[Dict[str, Any]]:
                 "run": run,
             }
         )
+        if r.get("engine") == "cuda-spline":
+            # The approximation's size beside its speed: forces against the exact model.
+            out[-1]["spline_intervals"] = r.get("spline_intervals")
+            out[-1]["max_abs_dF_vs_exact_fp64"] = r.get(
+                "max_abs_dF_vs_torch_fp64", r.get("max_abs_dF_vs_host_fp64")
+            )
         dg = r.get("device_graph") or {}
         if "median_s" in dg:
             # The graph already on the device (compute_device: the clebsch/kk path), the setting

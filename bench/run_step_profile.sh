@@ -11,7 +11,8 @@
 # CLEBSCH_BENCH_ENGINES=cuda,host adds the host engine (float64) as a reference for the forces;
 # cuda-fused (the fused radial form) is profiled beside cuda when named. CLEBSCH_TORCH_PRECISIONS
 # (e.g. none): mace-torch's precisions, for sizes beyond its memory. CLEBSCH_EDGE_BATCH: edges per
-# batch of the CUDA engines' weight stage (default: the engine's choice).
+# batch of the CUDA engines' weight stage (default: the engine's choice). cuda-spline (the radial
+# MLPs tabulated, pair_style ... radial spline N) on CLEBSCH_SPLINE_INTERVALS (default 1000).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=${1:?usage: run_step_profile.sh CARRY OUT [ATOMS ...]}
@@ -33,6 +34,7 @@ for n in "${sizes[@]}"; do
     --atoms "$n" --engines "${CLEBSCH_BENCH_ENGINES:-cuda}" --precisions fp32,fp64 --kernel-profile \
     ${CLEBSCH_TORCH_PRECISIONS:+--torch-precisions "$CLEBSCH_TORCH_PRECISIONS"} \
     ${CLEBSCH_EDGE_BATCH:+--edge-batch "$CLEBSCH_EDGE_BATCH"} \
+    ${CLEBSCH_SPLINE_INTERVALS:+--spline-intervals "$CLEBSCH_SPLINE_INTERVALS"} \
     --out "$out/$n" --json "$out/$n/model.json" 2>&1 | tee "$out/$n/log.txt"
 done
 python3 "$root/bench/report_step_profile.py" "$out"/*/kernel_profile*.json >"$out/profile.md"
