@@ -393,8 +393,7 @@ int main(int argc, char** argv) try {
   // The *-spline engines' model: the same weights, the radial MLPs tabulated.
   clebsch::model::Model spline_model;
   for (const std::string& kind : opt.engines)
-    if (kind.size() > 7 && kind.compare(kind.size() - 7, 7, "-spline") == 0 &&
-        !spline_model.mace) {
+    if (kind.size() > 7 && kind.compare(kind.size() - 7, 7, "-spline") == 0 && !spline_model.mace) {
       const auto ts = std::chrono::steady_clock::now();
       spline_model = model;
       clebsch::tabulate_radial_functions(spline_model, opt.spline_intervals);

@@ -85,6 +85,16 @@ std::optional<CublasGemmPlan> plan_cublas_gemm(const GemmArgs& in) {
   if (in.a_rows || in.c_rows || in.b_select || in.batch < 1) return std::nullopt;
   if (in.m < 1 || in.n < 1 || in.k < 1 || !in.a || !in.b || !in.c) return std::nullopt;
   if (in.batch == 1) return plan_matrix(in, 0, 0, 0);
+  // A batch of whole matrices (unit stride inside each, the batch stride between them, as
+  // GenericKernels::gemm_ir_mul makes): cuBLAS's strided batch over the batch index.
+  if ((in.a_col == 1 || in.lda == 1) && (in.c_col == 1 || in.ldc == 1) && in.a_batch != 1 &&
+      in.c_batch != 1 && fits_int(in.batch)) {
+    std::optional<CublasGemmPlan> p = plan_matrix(in, in.a_batch, in.b_batch, in.c_batch);
+    if (p) {
+      p->batch = static_cast<int>(in.batch);
+      return p;
+    }
+  }
   // A batch (the m index of e3nn linear blocks): per row i, the small problem
   // C_i(bt, j) = sum_k A_i(bt, k) B(k, j) with A_i(bt, k) = a[i lda + k a_col + bt a_batch],
   // C_i(bt, j) = c[i ldc + j c_col + bt c_batch]: the batch index is its row index. B must be the

@@ -49,7 +49,8 @@ std::vector<KernelSpec> generic_kernel_specs() {
                           {"act_forward", "ActArgs"},
                           {"act_backward", "ActArgs"},
                           {"scale_rows", "ScaleRowsArgs"},
-                          {"row_dot", "RowDotArgs"}};
+                          {"row_dot", "RowDotArgs"},
+                          {"permute", "PermuteArgs"}};
   for (auto& k : one)
     for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
@@ -76,7 +77,43 @@ const DeviceKernel& GenericKernels::k2(const std::string& base, DType tx, DType 
   return module_->kernel("clebsch_" + base + "_" + suffix(tx) + "_" + suffix(ty));
 }
 
+bool GenericKernels::ir_mul_route(const GemmArgs& a) {
+  // The per-m batches of an l > 0 linear block on mul_ir rows: m rows of a d x k problem each,
+  // which cuBLAS can only take as m tiny GEMMs (a quarter of a millisecond for 10k rows of a
+  // 128 x 128 block on the H200, 50x its floor).
+  return a.batch > 1 && a.m >= kIrMulMinRows && a.a_batch == 1 && a.c_batch == 1 &&
+         a.b_batch == 0 && a.a_col == a.batch && a.c_col == a.batch && !a.a_rows && !a.c_rows &&
+         !a.b_select && a.k > 0 && a.n > 0;
+}
+
+void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
+  const long long d = a.batch, size = t == DType::kFloat64 ? 8 : 4;
+  const long long chunk = std::min(a.m, kIrMulChunkRows);
+  workspace_.resize(static_cast<std::size_t>(chunk * d * (a.k + a.n) * size));
+  char* ta = static_cast<char*>(static_cast<void*>(workspace_.data()));
+  char* tc = ta + chunk * d * a.k * size;
+  for (long long r0 = 0; r0 < a.m; r0 += chunk) {
+    const long long n = std::min(chunk, a.m - r0);
+    const char* arow = static_cast<const char*>(a.a) + r0 * a.lda * size;
+    char* crow = static_cast<char*>(a.c) + r0 * a.ldc * size;
+    PermuteArgs in{const_cast<char*>(arow), ta, n, a.k, d, a.lda, 1.0, 0.0, 0};
+    backend_.launch(k("permute", t), grid_for(n * a.k * d), s, in);
+    // Each m a whole n x k matrix: one strided-batched GEMM over the d components.
+    GemmArgs g{};
+    g.a = ta, g.b = a.b, g.c = tc;
+    g.m = n, g.n = a.n, g.k = a.k, g.batch = d;
+    g.lda = a.k, g.a_col = 1, g.a_batch = n * a.k;
+    g.ldb = a.ldb, g.b_col = a.b_col, g.b_batch = 0;
+    g.ldc = a.n, g.c_col = 1, g.c_batch = n * a.n;
+    g.alpha = a.alpha, g.beta = 0.0;
+    gemm(t, g, s);
+    PermuteArgs out{crow, tc, n, a.n, d, a.ldc, 1.0, a.beta, 1};
+    backend_.launch(k("permute", t), grid_for(n * a.n * d), s, out);
+  }
+}
+
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
+  if (dense_ && ir_mul_route(a)) return gemm_ir_mul(t, a, s);
   const bool timing = backend_.kernel_timing();
   char detail[96];
   if (dense_)

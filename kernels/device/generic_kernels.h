@@ -59,8 +59,18 @@ class GenericKernels {
   explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
 
   /// cuBLAS when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
-  /// generic kernel.
+  /// generic kernel. With cuBLAS, the per-m batches of an l > 0 linear block on many mul_ir rows
+  /// (ir_mul_route) go through gemm_ir_mul.
   void gemm(DType t, const GemmArgs& a, Stream s) const;
+  /// Whether @p a is the per-m batch form of a linear block (GemmArgs batch over the d
+  /// components, a_col = c_col = d, no row gathers or selection) on at least kIrMulMinRows rows.
+  static bool ir_mul_route(const GemmArgs& a);
+  /// @p a (ir_mul_route form) through a batch-major ir_mul copy: the rows' blocks permuted into a
+  /// workspace, one strided-batched GEMM with a whole matrix per component, permuted back
+  /// (honouring beta), kIrMulChunkRows rows at a time so that the workspace stays bounded.
+  /// Public so that the tests compare it with the direct route on any backend.
+  void gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const;
+  static constexpr long long kIrMulMinRows = 256, kIrMulChunkRows = 65536;
   /// true when the GEMMs cuBLAS can take go to it; gemm_route() says why or why not.
   bool uses_cublas() const { return dense_ != nullptr; }
   const std::string& gemm_route() const { return gemm_route_; }
@@ -91,6 +101,7 @@ class GenericKernels {
   std::string gemm_route_;
   // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
   mutable DeviceArray<int> total_bounds_{backend_};
+  mutable DeviceArray<unsigned char> workspace_{backend_};  // gemm_ir_mul's permuted blocks
   mutable long long total_n_ = -1;
 };
 

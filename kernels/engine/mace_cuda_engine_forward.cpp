@@ -65,7 +65,7 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
     if (Lp.spline) {
       MaceSplineArgs a = Lp.density_spline.args(rl_.data(), E);
       a.y = Lp.rho.data();
-      b.launch(*k_spline_fwd_, grid_for(E), s, a);
+      b.launch(*k_spline_fwd_, grid_for(E * 32), s, a);
     } else {
       Lp.density_mlp.forward(*gk_, E, ef_.data(), Lp.rho.data(), s);
     }

@@ -179,7 +179,7 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
       wb.resize(eb.n * Lp.numel);
       MaceSplineArgs a = Lp.radial_spline.args(rl_.data() + eb.e0, eb.n);
       a.y = wb.data();
-      backend_->launch(*k_spline_fwd_, grid_for(eb.n * Lp.numel), s, a);
+      backend_->launch(*k_spline_fwd_, grid_for(eb.n * 32), s, a);
       raw = wb.data();
     } else if (Lp.fused) {
       raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, ef, s);

@@ -41,7 +41,7 @@ struct MaceEdgeArgs {
 
 /// radial spline N (src/engine/radial_spline.h): a table [intervals + 1][2][width] (values and
 /// h-scaled slopes at uniform knots from r_lo) evaluated at num_edges lengths r: forward
-/// y[e][w] = f_w(r_e); backward gR[e] += sum_w gy[e][w] f_w'(r_e), one warp per edge.
+/// y[e][w] = f_w(r_e); backward gR[e] += sum_w gy[e][w] f_w'(r_e); both a warp per edge.
 struct MaceSplineArgs {
   const void* table;  ///< T
   const void* r;      ///< G [E]
