@@ -88,7 +88,9 @@ bool GenericKernels::ir_mul_route(const GemmArgs& a) {
 
 void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
   const long long d = a.batch, size = t == DType::kFloat64 ? 8 : 4;
-  const long long chunk = std::min(a.m, kIrMulChunkRows);
+  // Chunks of rows bound the workspace, and keep the permutation's indices in 32 bits.
+  const long long max_rows = std::max(1LL, (1LL << 31) / (d * std::max(a.k, a.n)));
+  const long long chunk = std::min({a.m, kIrMulChunkRows, max_rows});
   workspace_.resize(static_cast<std::size_t>(chunk * d * (a.k + a.n) * size));
   char* ta = static_cast<char*>(static_cast<void*>(workspace_.data()));
   char* tc = ta + chunk * d * a.k * size;
