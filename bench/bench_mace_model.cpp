@@ -22,7 +22,9 @@
 // (CudaEngineOptions::fused_radial forced on or off: the radial MLP's last layer inside the
 // convolution or made into per-edge weights first; A/B runs whatever the default).
 // host-spline and cuda-spline: those engines on the model with its radial MLPs tabulated
-// (`radial spline N`, engine/radial_spline.h) on --spline-intervals intervals (default 1000).
+// (`radial spline N`, engine/radial_spline.h) on --spline-intervals intervals (default 1000);
+// cuda-spline-stored: cuda-spline with CudaEngineOptions::fused_spline off (the tables write the
+// weights the convolution reads, instead of the convolution interpolating them per edge tile).
 // --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
 // edge_batch; 0, the default, lets the engine choose).
 // --kernel-profile: after the timed calls, one more call of each CUDA engine with kernel timing
@@ -136,7 +138,7 @@ struct Options {
       throw clebsch::Error("usage: bench_mace_model --model M --structure S [--engine host,cuda]");
     for (const auto& e : o.engines)
       if (e != "host" && e != "cuda" && e != "cuda-fused" && e != "cuda-unfused" &&
-          e != "host-spline" && e != "cuda-spline")
+          e != "host-spline" && e != "cuda-spline" && e != "cuda-spline-stored")
         throw clebsch::Error("unknown engine '" + e + "'");
     if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
     if (o.backend != "cuda" && o.backend != "emulated")
@@ -152,6 +154,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
   clebsch::cuda::CudaEngineOptions options;
   options.deterministic = opt.deterministic;
   if (kind == "cuda-fused" || kind == "cuda-unfused") options.fused_radial = kind == "cuda-fused";
+  if (kind == "cuda-spline-stored") options.fused_spline = false;
   options.edge_batch = opt.edge_batch;
   if (opt.backend == "emulated") options.backend = clebsch::cuda::make_emulated_backend();
   return clebsch::cuda::make_cuda_engine(model, precision, options);
@@ -393,7 +396,7 @@ int main(int argc, char** argv) try {
   // The *-spline engines' model: the same weights, the radial MLPs tabulated.
   clebsch::model::Model spline_model;
   for (const std::string& kind : opt.engines)
-    if (kind.size() > 7 && kind.compare(kind.size() - 7, 7, "-spline") == 0 && !spline_model.mace) {
+    if (kind.find("-spline") != std::string::npos && !spline_model.mace) {
       const auto ts = std::chrono::steady_clock::now();
       spline_model = model;
       clebsch::tabulate_radial_functions(spline_model, opt.spline_intervals);
@@ -421,7 +424,7 @@ int main(int argc, char** argv) try {
       try {
         // Constructing the sampler makes the context current first, so the baseline holds it.
         const bool cuda = kind != "host" && kind != "host-spline";
-        const bool spline = kind == "host-spline" || kind == "cuda-spline";
+        const bool spline = kind.find("-spline") != std::string::npos;
         DeviceMemorySampler memory(cuda && opt.backend == "cuda");
         const auto t0 = std::chrono::steady_clock::now();
         std::unique_ptr<Engine> engine = make_engine(kind, spline ? spline_model : model, p, opt);

@@ -30,7 +30,10 @@ RADIAL_FORMS = {
     "cuda": "",
     "cuda-fused": ", fused radial form",
     "cuda-unfused": ", radial MLP outputs stored per edge",
-    "cuda-spline": ", radial spline (tabulated radial MLPs, an approximation)",
+    "cuda-spline": ", radial spline (tabulated radial MLPs, an approximation), interpolated "
+    "inside the convolution",
+    "cuda-spline-stored": ", radial spline (tabulated radial MLPs, an approximation), weights "
+    "stored per edge",
 }
 
 
@@ -60,7 +63,7 @@ def clebsch_records(path: str, run: str) -> List[Dict[str, Any]]:
                 "run": run,
             }
         )
-        if r.get("engine") == "cuda-spline":
+        if r.get("engine", "").startswith("cuda-spline"):
             # The approximation's size beside its speed: forces against the exact model.
             out[-1]["spline_intervals"] = r.get("spline_intervals")
             out[-1]["max_abs_dF_vs_exact_fp64"] = r.get(

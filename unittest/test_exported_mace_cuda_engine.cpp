@@ -199,8 +199,10 @@ std::shared_ptr<DeviceBackend> make_backend(const std::string& name) {
 // default): unfused.
 std::unique_ptr<CudaEngine> engine_for(const model::Model& m, Precision p,
                                        const std::string& backend, bool deterministic = true,
-                                       std::size_t edge_batch = 0, bool fused = false) {
+                                       std::size_t edge_batch = 0, bool fused = false,
+                                       bool fused_spline = true) {
   CudaEngineOptions o;
+  o.fused_spline = fused_spline;
   o.deterministic = deterministic;
   o.edge_batch = edge_batch;
   o.fused_radial = fused;
@@ -352,8 +354,9 @@ TEST(MaceCudaEngine, TheGaussianAndChebyshevBasesMatchTheHostEngine) {
 // radial spline N (engine/radial_spline.h) on the device: each fixture model the mode accepts,
 // tabulated coarsely (48 intervals, so that the spline model is measurably not the exact one and
 // an engine that ignored the tables would fail), against the host engine's spline model:
-// float64 to 1e-10 in both modes and in batches of a third of the edges, float32 and mixed
-// within model-spec §5. The emulated backend (CI) runs two models in float64, deterministic.
+// float64 to 1e-10 in both modes and in batches of a third of the edges, in the fused spline and
+// the stored-weights forms, float32 and mixed within model-spec §5. The emulated backend (CI) runs
+// two models in float64, deterministic.
 TEST(MaceCudaEngine, TheRadialSplineMatchesTheHostEngine) {
   for (const std::string& be : backends()) {
     const bool full = be == "cuda";
@@ -374,24 +377,28 @@ TEST(MaceCudaEngine, TheRadialSplineMatchesTheHostEngine) {
       exact.compute(graph_of(s), ref_exact, nullptr);
       ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);
       ASSERT_GT(max_diff(ref.edge_gradient, ref_exact.edge_gradient), 1e-7) << c.name;
-      for (bool det : {true, false})
-        for (std::size_t batch : {std::size_t(0), s.center.size() / 3 + 1}) {
-          if (!full && (!det || batch > 0)) continue;
-          SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " batch " +
-                       std::to_string(batch));
-          auto dev = engine_for(m, Precision::kFloat64, be, det, batch);
+      // Both forms: the convolution interpolating the table (fused spline, the default) and the
+      // table writing the weights it reads (stored); the emulation runs the stored form once.
+      for (bool fused_spline : {true, false})
+        for (bool det : {true, false})
+          for (std::size_t batch : {std::size_t(0), s.center.size() / 3 + 1}) {
+            if (!full && (!det || batch > 0 || (!fused_spline && n_cases > 1))) continue;
+            SCOPED_TRACE(be + " " + c.name + (fused_spline ? " fused" : " stored") +
+                         (det ? " deterministic" : " atomic") + " batch " + std::to_string(batch));
+            auto dev = engine_for(m, Precision::kFloat64, be, det, batch, false, fused_spline);
+            EngineResult r;
+            dev->compute(graph_of(s), r, nullptr);
+            expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+          }
+      for (bool fused_spline : {true, false})
+        for (Precision p : {Precision::kFloat32, Precision::kMixed}) {
+          if (!full) continue;
+          SCOPED_TRACE(be + " " + c.name + (fused_spline ? " fused " : " stored ") + to_string(p));
+          auto dev = engine_for(m, p, be, true, 0, false, fused_spline);
           EngineResult r;
           dev->compute(graph_of(s), r, nullptr);
-          expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+          expect_within_float32_band(r, ref, s.n());
         }
-      for (Precision p : {Precision::kFloat32, Precision::kMixed}) {
-        if (!full) continue;
-        SCOPED_TRACE(be + " " + c.name + " " + to_string(p));
-        auto dev = engine_for(m, p, be);
-        EngineResult r;
-        dev->compute(graph_of(s), r, nullptr);
-        expect_within_float32_band(r, ref, s.n());
-      }
     }
     EXPECT_GT(n_cases, 0) << "no fixture model accepted radial spline";
   }

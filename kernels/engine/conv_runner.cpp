@@ -61,9 +61,14 @@ ConvBuffers batch_conv_buffers(const DeviceEdgeOrderings& edges, std::size_t bat
 
 ConvRunner::ConvRunner(DeviceBackend& backend, const TensorProduct& tp, DType dtype,
                        Accumulation accumulation, ScheduleOptions options, int fused_hidden)
+    : ConvRunner(
+          backend,
+          TpProblem::from_tensor_product(tp, dtype, accumulation).with_fused_radial(fused_hidden),
+          options) {}
+
+ConvRunner::ConvRunner(DeviceBackend& backend, TpProblem problem, ScheduleOptions options)
     : backend_(backend),
-      problem_(
-          TpProblem::from_tensor_product(tp, dtype, accumulation).with_fused_radial(fused_hidden)),
+      problem_(std::move(problem)),
       schedule_(schedule_fitting(problem_, device_limits(backend), options)),
       source_(emit_conv_module(problem_, schedule_)) {
   module_ = backend_.load(

@@ -30,6 +30,9 @@ class ConvRunner {
   /// @throws CapacityError for an unsupported product; CudaError.
   ConvRunner(DeviceBackend& backend, const TensorProduct& tp, DType dtype,
              Accumulation accumulation, ScheduleOptions options = {}, int fused_hidden = 0);
+  /// The same for a problem built by the caller (the fused spline form:
+  /// TpProblem::with_fused_spline).
+  ConvRunner(DeviceBackend& backend, TpProblem problem, ScheduleOptions options = {});
   ~ConvRunner();
   ConvRunner(const ConvRunner&) = delete;
   ConvRunner& operator=(const ConvRunner&) = delete;

@@ -52,6 +52,13 @@ struct CudaEngineOptions {
   /// for a MACE-MP-0-medium-sized model, for 3x less memory (bench/NOTES.md run 21), until the
   /// weight tile runs on the tensor cores.
   bool fused_radial = false;
+  /// MACE with radial spline N: the convolution interpolates the layer's table itself per edge
+  /// tile (TpProblem::with_fused_spline) and its backward writes dE/dr, so that no edges x
+  /// weights tensor exists; false: the table writes the weights, which the convolution reads
+  /// (A/B benchmarks: bench_mace_model --engine cuda-spline versus cuda-spline-stored). Layers
+  /// whose weights the cutoff scales after the MLP (apply_cutoff off) or whose product needs the
+  /// looped CG form use the stored weights either way.
+  bool fused_spline = true;
   /// With fused_radial: a layer that cannot run fused is an error (CapacityError naming it)
   /// instead of running unfused (tests that must exercise the fused form).
   bool require_fused_radial = false;

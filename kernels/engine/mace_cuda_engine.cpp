@@ -40,6 +40,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "clebsch/cuda/device/device_array.h"
@@ -93,6 +94,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
                   &gw_, &gef_,     &grho_, &gy_, &gz_,     &hu0_table_, &sc0_table_})
     a->bind(b);
   for (auto* a : {&gY_, &gE_, &gF_, &rl_, &gR_}) a->bind(b);
+  rlT_.bind(b);
 
   const Accumulation acc =
       options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
@@ -128,20 +130,33 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     }
     // The fused radial form where the options ask for it and the MLP and the product's schedule
     // allow it (radial_conv.h); else the MLP (or the spline) makes the weights.
-    L.conv = make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp,
-                              options.fused_radial && !L.spline, options.require_fused_radial,
-                              w + ".radial_mlp", L.fused);
+    if (L.spline && options.fused_spline && apply_cutoff_) {
+      try {
+        const model::RadialSpline& rs = *in.radial_spline;
+        L.conv = std::make_unique<ConvRunner>(
+            b, TpProblem::from_tensor_product(in.conv_tp.descriptor, dt_, acc)
+                   .with_fused_spline(rs.intervals, rs.r_lo, rs.r_hi));
+        L.fused_spline = true;
+      } catch (const CapacityError&) {
+        // The looped CG form has no fused form: the table writes the weights.
+      }
+    }
+    if (!L.conv)
+      L.conv = make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp,
+                                options.fused_radial && !L.spline, options.require_fused_radial,
+                                w + ".radial_mlp", L.fused);
     L.dim_in = in.linear_up.irreps_in.dim();
     L.dim_edge = in.linear_up.irreps_out.dim();
     L.dim_mid = in.conv_tp.descriptor.irreps_out().dim();
     L.dim_y = in.conv_tp.descriptor.irreps_in2().dim();
     L.numel = in.conv_tp.descriptor.weight_numel();
-    L.conv_width = L.fused ? L.radial_mlp.dim_hidden() : L.numel;
+    L.conv_width = L.fused_spline ? 1 : L.fused ? L.radial_mlp.dim_hidden() : L.numel;
     L.dim_target = in.linear.irreps_out.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
     // The fused form's hidden rows are in the MLP's scratch; only their cut copy is extra.
-    const std::size_t weights = L.fused ? (apply_cutoff_ ? 0 : std::size_t(L.conv_width))
-                                        : std::size_t(L.numel) * (apply_cutoff_ ? 1 : 2);
+    const std::size_t weights = L.fused_spline ? 0
+                                : L.fused      ? (apply_cutoff_ ? 0 : std::size_t(L.conv_width))
+                                               : std::size_t(L.numel) * (apply_cutoff_ ? 1 : 2);
     const std::size_t mlp_scratch = L.spline ? 0 : L.radial_mlp.scratch_per_row();
     budget_.keep_per_edge += weights + mlp_scratch;
     // In batches one batch's weights are held at a time (wb_, wfb_), but every layer's radial
@@ -194,7 +209,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   k_spline_fwd_ = &module_->kernel("mace_spline_forward");
   k_spline_bwd_ = &module_->kernel("mace_spline_backward");
   // The spline mode's lengths and dE/dlength (G each, counted in T).
-  if (spline_) budget_.keep_per_edge += 2 * sizeof(G) / sizeof(T);
+  if (spline_) budget_.keep_per_edge += 2 * sizeof(G) / sizeof(T) + (sizeof(G) > sizeof(T));
 
   e0_.upload(m.atomic_energies);
   d_r_max_pairs_.upload(r_max_pairs_);
@@ -405,6 +420,10 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   ea.zbl_scale = scale_, ea.min_length = MaceEngine::kMinEdgeLength;
   ea.num_edges = E;
   b.launch(*k_geometry_, grid_for(E), s, ea);
+  if constexpr (!std::is_same_v<T, G>) {
+    rlT_.resize(spline_ ? E_ : 0);
+    if (spline_) gk_->axpby(dg_, dt_, GenericKernels::vector(rl_.data(), rlT_.data(), E, 1, 0), s);
+  }
   phase("edge geometry", s);
   if (zbl_)
     gk_->segment_sum(

@@ -113,21 +113,24 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     if (n == 0) continue;
     const BatchWeights bw = keep_weights_ ? BatchWeights{Lp.kept.raw, Lp.kept.conv}
                                           : batch_weights(t, bt, wb_, wfb_, s);
-    // dE/dW, or in the fused form dE/dh of the MLP's last hidden rows.
+    // dE/dW, or in the fused form dE/dh of the MLP's last hidden rows (the spline form: dE/dr).
     gw_.resize(n * Lp.conv_width);
     ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
     cb.grad_out = gMraw_.data() + r0 * Lp.dim_mid;
     cb.grad_x = t > 0 ? ghu_.data() : nullptr;
     cb.accumulate_grad_x = batches > 1;
     cb.grad_y = gyT_.data() + e0 * Lp.dim_y;
-    (Lp.fused ? cb.grad_h : cb.grad_w) = gw_.data();
+    (Lp.fused || Lp.fused_spline ? cb.grad_h : cb.grad_w) = gw_.data();
     Lp.conv->run(s, Pass::kBackward, cb);
     if (!apply_cutoff_) {
       MaceCutArgs c{bw.raw,          nullptr, fc_.data() + e0, gw_.data(),
                     gF_.data() + e0, n,       Lp.conv_width};
       b.launch(*k_cut_bwd_, grid_for(n), s, c);
     }
-    if (Lp.spline) {
+    if (Lp.fused_spline) {
+      // The convolution wrote dE/dr itself.
+      gk_->axpby(dt_, dg_, GenericKernels::vector(gw_.data(), gR_.data() + e0, n, 1, 1), s);
+    } else if (Lp.spline) {
       // dE/dr from the table's slopes, straight into gR_ (no dE/d(radial basis)).
       MaceSplineArgs a = Lp.radial_spline.args(rl_.data() + e0, n);
       a.gy = gw_.data(), a.gR = gR_.data() + e0;

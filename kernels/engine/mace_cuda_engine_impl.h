@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct Layer {
   // MLP's last hidden rows and makes the weights per edge tile; conv_width is then the hidden
   // width, else the weight count.
   bool fused = false;
+  // radial spline N in the fused spline form (CudaEngineOptions::fused_spline): the convolution
+  // reads the edges' lengths and the table, and writes dE/dr; conv_width is then 1.
+  bool fused_spline = false;
   int conv_width = 0;
   DeviceLinear<T> linear_up, linear, product_linear, skip;
   DeviceMlp<T> radial_mlp, density_mlp;
@@ -175,6 +179,7 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
     const EdgeBatch eb = edge_batch(b);
     const T* ef = ef_.data() + eb.e0 * nb_;
     const T* raw;
+    if (Lp.fused_spline) return {nullptr, nullptr};  // the convolution interpolates the table
     if (Lp.spline) {
       wb.resize(eb.n * Lp.numel);
       MaceSplineArgs a = Lp.radial_spline.args(rl_.data() + eb.e0, eb.n);
@@ -203,8 +208,18 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
     if (Lp.fused) {
       cb.h = cb.w, cb.w = nullptr;
       cb.w4 = Lp.radial_mlp.last_weights(), cb.w4t = Lp.radial_mlp.last_weights_t();
+    } else if (Lp.fused_spline) {
+      cb.h = spline_lengths() + edge_batch(batch).e0, cb.w = nullptr;
+      cb.w4 = Lp.radial_spline.table.data();
     }
     return cb;
+  }
+  // The edges' lengths in T, as the fused spline form reads them.
+  const T* spline_lengths() const {
+    if constexpr (std::is_same_v<T, G>)
+      return rl_.data();
+    else
+      return rlT_.data();
   }
 
   // Profiling (CudaEngineOptions::profile): ends the current phase.
@@ -250,6 +265,7 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<G> gY_, gE_, gF_;
   bool spline_ = false;     // the layers' radial functions are tables (radial spline N)
   DeviceArray<G> rl_, gR_;  // spline mode: per edge (internal order), length and dE/dlength
+  DeviceArray<T> rlT_;      // the lengths in T, when T is not G (the fused spline form)
 };
 
 }  // namespace clebsch::cuda::mace_cuda_detail

@@ -70,6 +70,17 @@ std::string ModuleEmitter::run() {
   w("constexpr int kDim1 = " + str(p_.dim_in1()) + ", kDim2 = " + str(p_.dim_in2()) +
     ", kDimOut = " + str(p_.dim_out()) + ", kNumWeights = " + str(p_.weight_numel()) +
     ", kHidden = " + str(p_.fused_hidden()) + ";");
+  if (p_.spline_intervals() > 0) {
+    // The fused spline form's interval geometry (TpProblem::with_fused_spline), exact literals.
+    w("constexpr int kSplineIntervals = " + str(p_.spline_intervals()) + ";");
+    w("constexpr double kSplineLo = " + emit_literal(p_.spline_lo(), DType::kFloat64) +
+      ", kSplineInvH = " +
+      emit_literal(p_.spline_intervals() / (p_.spline_hi() - p_.spline_lo()), DType::kFloat64) +
+      ";");
+  } else {
+    w("constexpr int kSplineIntervals = 0;");
+    w("constexpr double kSplineLo = 0, kSplineInvH = 0;");
+  }
   w("constexpr int kWarps = " + str(s_.options.warps_per_block) + ";");
   w(std::string("constexpr bool kDeterministic = ") +
     (p_.accumulation() == Accumulation::kDeterministic ? "true" : "false") + ";");

@@ -156,7 +156,9 @@ std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers
   if (fused) {
     if (edges && (!b.h || !b.w4)) return fail("the fused radial form needs h and w4");
     if (b.grad_w) return fail("the fused radial form writes grad_h, not grad_w");
-    if (edges && b.grad_h && !b.w4t) return fail("grad_h needs w4t");
+    // The spline form's backward reads the table again; the hidden form reads W4 transposed.
+    if (edges && b.grad_h && !b.w4t && problem.spline_intervals() == 0)
+      return fail("grad_h needs w4t");
   } else if (edges && problem.weight_numel() > 0 && !b.w) {
     return fail("W is null");
   }
@@ -272,7 +274,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
       if (!a.accumulate_grad_x) clear(a.grad_x, b.num_senders, problem.dim_in1());
       clear(a.grad_y, b.num_edges, problem.dim_in2());
       clear(a.grad_w, b.num_edges, problem.weight_numel());
-      clear(a.grad_h, b.num_edges, problem.fused_hidden());
+      clear(a.grad_h, b.num_edges, problem.radial_row_width());
     }
     return plan;
   }
@@ -280,7 +282,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
   if (a.grad_h) {
     bool weighted = false;
     for (const Group& g : ps.groups) weighted |= group_weights(problem, g) > 0;
-    if (!weighted) clear(a.grad_h, b.num_edges, problem.fused_hidden());
+    if (!weighted) clear(a.grad_h, b.num_edges, problem.radial_row_width());
   }
   // Atomic mode accumulates into the outputs that several warps share: clear them first.
   if (!deterministic) {

@@ -52,7 +52,9 @@ struct ConvBuffers {
   /// The fused radial form (TpProblem::fused_hidden; forward and backward, which then read no
   /// w and write no grad_w): the radial MLP's last hidden rows [num_edges][fused_hidden], its
   /// last layer [fused_hidden][weight_numel] and that transposed [weight_numel][fused_hidden];
-  /// grad_h [num_edges][fused_hidden] receives dE/dh (backward).
+  /// grad_h [num_edges][fused_hidden] receives dE/dh (backward). In the fused spline form
+  /// (TpProblem::spline_intervals): h the edges' lengths [num_edges], w4 the table, w4t unused,
+  /// grad_h [num_edges] receives dE/dr.
   const void* h = nullptr;
   const void* w4 = nullptr;
   const void* w4t = nullptr;

@@ -132,6 +132,17 @@ TpProblem TpProblem::with_fused_radial(int hidden) const {
   return p;
 }
 
+TpProblem TpProblem::with_fused_spline(int intervals, double lo, double hi) const {
+  if (intervals < 1 || !(hi > lo))
+    throw Error("fused spline form: " + std::to_string(intervals) + " intervals on [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (weight_numel_ == 0) throw Error("fused spline form: the product has no per-edge weights");
+  if (fused_hidden_ > 0) throw Error("fused spline form: the problem is in the fused radial form");
+  TpProblem p = *this;
+  p.spline_intervals_ = intervals, p.spline_lo_ = lo, p.spline_hi_ = hi;
+  return p;
+}
+
 int TpProblem::max_mul() const {
   int m = 0;
   for (const TpBlock& b : in1_) m = std::max(m, b.mul);
@@ -219,6 +230,8 @@ std::uint64_t TpProblem::hash() const {
   h.i(static_cast<int>(accumulation_));
   // Appended only when on, so that the unfused problems keep the hashes they had.
   if (fused_hidden_ > 0) h.s("fused-radial"), h.i(fused_hidden_);
+  if (spline_intervals_ > 0)
+    h.s("fused-spline"), h.i(spline_intervals_), h.d(spline_lo_), h.d(spline_hi_);
   return h.value();
 }
 
@@ -230,13 +243,18 @@ std::string TpProblem::str() const {
      << paths_.size() << " uvu paths | " << weight_numel_ << " weights/edge | " << to_string(dtype_)
      << " | " << to_string(accumulation_);
   if (fused_hidden_ > 0) os << " | fused radial, " << fused_hidden_ << " hidden";
+  if (spline_intervals_ > 0)
+    os << " | fused spline, " << spline_intervals_ << " intervals on [" << spline_lo_ << ", "
+       << spline_hi_ << "]";
   return os.str();
 }
 
 bool TpProblem::operator==(const TpProblem& o) const {
   return in1_ == o.in1_ && in2_ == o.in2_ && out_ == o.out_ && paths_ == o.paths_ &&
          weight_numel_ == o.weight_numel_ && dtype_ == o.dtype_ &&
-         accumulation_ == o.accumulation_ && fused_hidden_ == o.fused_hidden_;
+         accumulation_ == o.accumulation_ && fused_hidden_ == o.fused_hidden_ &&
+         spline_intervals_ == o.spline_intervals_ && spline_lo_ == o.spline_lo_ &&
+         spline_hi_ == o.spline_hi_;
 }
 
 }  // namespace clebsch::cuda

@@ -98,6 +98,22 @@ class TpProblem {
   /// This problem in the fused radial form with @p hidden values per edge (0: off).
   /// @throws Error for hidden < 0 or above kMaxFusedHidden, or a problem without weights.
   TpProblem with_fused_radial(int hidden) const;
+  /// The fused spline form (radial spline N; 0: off): the forward and backward passes make each
+  /// edge's weights per edge tile by cubic Hermite interpolation of a table of the radial
+  /// functions (h: the edges' lengths r [num_edges]; w4: the table [intervals +
+  /// 1][2][weight_numel], per knot the values and the interval width times their slopes,
+  /// model::RadialSpline's layout) on `intervals` equal intervals of [spline_lo, spline_hi], and
+  /// the backward writes dE/dr [num_edges] instead of dE/dW. The interval geometry is compiled into
+  /// the module.
+  int spline_intervals() const { return spline_intervals_; }
+  double spline_lo() const { return spline_lo_; }
+  double spline_hi() const { return spline_hi_; }
+  /// This problem in the fused spline form. @throws Error for intervals < 1, hi <= lo, a problem
+  /// without weights or one already in the fused radial form.
+  TpProblem with_fused_spline(int intervals, double lo, double hi) const;
+  /// Values per edge of the fused forms' per-edge input h and output grad_h: the hidden width,
+  /// 1 (the length) in the spline form, 0 unfused.
+  int radial_row_width() const { return spline_intervals_ > 0 ? 1 : fused_hidden_; }
 
   /// Checks internal consistency: contiguous block offsets, indices in range, uvu rules (mul1 ==
   /// mul_out, parity, triangle), weight ranges inside [0, weight_numel) without overlap, CG
@@ -124,6 +140,8 @@ class TpProblem {
   DType dtype_;
   Accumulation accumulation_;
   int fused_hidden_ = 0;
+  int spline_intervals_ = 0;
+  double spline_lo_ = 0, spline_hi_ = 0;
 };
 
 /// e3nn-style irreps string of a block list ("128x0e+128x1o").

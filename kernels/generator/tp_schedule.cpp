@@ -362,7 +362,7 @@ bool is_double_pass(Pass pass) {
 }
 
 bool fused_pass(const TpProblem& problem, Pass pass) {
-  return problem.fused_hidden() > 0 && (pass == Pass::kForward || pass == Pass::kBackward);
+  return problem.radial_row_width() > 0 && (pass == Pass::kForward || pass == Pass::kBackward);
 }
 
 int group_weights(const TpProblem& problem, const Group& g) {
@@ -389,7 +389,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
         " does not fit max_threads_per_block=" + std::to_string(limits.max_threads_per_block));
   if (options.max_tile < 1 || options.max_tile_atomic < 1)
     throw Error("max_tile and max_tile_atomic must be >= 1");
-  if (problem.fused_hidden() > 0) {
+  if (problem.radial_row_width() > 0) {
     if (options.fused_sub_tile < 1 || options.fused_sub_tile > 32)
       throw Error("fused_sub_tile must be in [1, 32]");
     // The weights are read where the unrolled forms load W; the matrix and looped forms have
@@ -453,6 +453,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
       sm.sub_tile = std::min(options.fused_sub_tile, tile);
       sm.ws_stride = std::max(1, most) * kWarpSize;
       sm.hs_offset = at;
+      // The hidden rows (the spline form stages nothing: its edges' lengths are read per lane).
       at = round_up(at + sm.sub_tile * problem.fused_hidden() * elem, 16);
       sm.ws_offset = at;
       at = round_up(at + sm.sub_tile * sm.ws_stride * elem, 16);

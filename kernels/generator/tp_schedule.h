@@ -320,7 +320,7 @@ struct ScheduleOptions {
 };
 
 /// Whether @p pass of @p problem runs in the fused radial form: the forward and backward passes
-/// of a problem with TpProblem::fused_hidden() > 0 (the double passes read W).
+/// of a problem in a fused form, TpProblem::radial_row_width() > 0 (the double passes read W).
 bool fused_pass(const TpProblem& problem, Pass pass);
 /// The weights one lane of group @p g reads per edge: one per Y channel of each weighted
 /// instruction (for_each_weight's order).

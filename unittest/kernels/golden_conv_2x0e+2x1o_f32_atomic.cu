@@ -5,6 +5,8 @@
 // Frobenius-normalised wigner_3j times the path coefficient, as literals.
 typedef float real;
 constexpr int kDim1 = 8, kDim2 = 4, kDimOut = 16, kNumWeights = 8, kHidden = 0;
+constexpr int kSplineIntervals = 0;
+constexpr double kSplineLo = 0, kSplineInvH = 0;
 constexpr int kWarps = 4;
 constexpr bool kDeterministic = false;
 // ---- prelude (kernels/templates/conv_prelude.cuh.in) -------------------------------------------
@@ -214,8 +216,54 @@ struct alignas(4 * sizeof(real) > 16 ? 16 : 4 * sizeof(real)) RealVec4 {
   real v[4];
 };
 
+// The fused spline form (kSplineIntervals > 0: TpProblem::with_fused_spline): the weights are
+// cubic Hermite interpolants of a table of the radial functions, [knot][2][kNumWeights] (values,
+// then the interval width times the slopes), so an edge's weight w reads four table values, the
+// table staying in L2 while W never exists. Edge e's interval k and position x in it, in double
+// as the host's SplineTable::rows; every lane finds them for itself (a broadcast load), since
+// the prefetch of the next sub-tile runs before the backward contracts this one.
+CLEBSCH_INLINE const real* spline_row(const ConvArgs& a, int e, real* x) {
+  const double s = (double(ldg((const real*)a.h + e)) - kSplineLo) * kSplineInvH;
+  int k = int(s);
+  k = k < 0 ? 0 : (k > kSplineIntervals - 1 ? kSplineIntervals - 1 : k);
+  *x = real(s - k);
+  return (const real*)a.w4 + (long long)k * 2 * kNumWeights;
+}
+
+// Lane l holds weight j of channel u at ws[q * kWsStride + j * 32 + l], zero for a skipped edge.
+template <class Cfg, class G>
+__device__ void make_spline_weights(const ConvArgs& a, const Tile& t, int q0, int n, int u) {
+  const bool ok = u < G::kMul;
+  real* ws = t.ws + (threadIdx.x & 31);
+  __syncwarp();  // every lane is done with the previous sub-tile's weights
+#pragma unroll 1
+  for (int q = 0; q < Cfg::kSub; ++q) {
+    const bool valid = ok && q < n && t.sender[q0 + q] >= 0;
+    real x = real(0);
+    const real* row = valid ? spline_row(a, t.edge[q0 + q], &x) : nullptr;
+    const real x2 = x * x, x3 = x2 * x;
+    const real a0 = real(2) * x3 - real(3) * x2 + real(1), a1 = x3 - real(2) * x2 + x;
+    const real a2 = real(3) * x2 - real(2) * x3, a3 = x3 - x2;
+#pragma unroll 4
+    for (int j = 0; j < G::kJ; ++j) {
+      real f = real(0);
+      if (valid) {
+        const long long c = G::wcol(j) + (long long)u * G::wmul(j);
+        f = a0 * ldg(row + c) + a1 * ldg(row + kNumWeights + c) +
+            a2 * ldg(row + 2 * kNumWeights + c) + a3 * ldg(row + 3 * kNumWeights + c);
+      }
+      ws[q * Cfg::kWsStride + j * 32] = f;
+    }
+  }
+  __syncwarp();
+}
+
 template <class Cfg, class G>
 __device__ void make_weights(const ConvArgs& a, const Tile& t, int q0, int n, int u) {
+  if constexpr (kSplineIntervals > 0) {
+    make_spline_weights<Cfg, G>(a, t, q0, n, u);
+    return;
+  }
   const int lane = threadIdx.x & 31;
   const real* h = (const real*)a.h;
   __syncwarp();  // every lane is done with the previous sub-tile's hidden rows
@@ -262,9 +310,53 @@ __device__ void make_weights(const ConvArgs& a, const Tile& t, int q0, int n, in
 // per weight for the kSub edges and the gradients of 4 channels read at once. The first group
 // of the pass stores in chunk 0; the others add (the sender groups of a fused pass run one after
 // the other: group_overlap()).
+// The fused spline form's dE/dr of the n edges of a sub-tile from q0: each lane sums its
+// channel's dE/dW_ju times dW_ju/dr (the interpolant's derivative, from the same four table
+// values), the lanes' sums reduced by shuffles in a fixed order (the same bits in every run).
+// Stored by the first group in chunk 0, added by the rest, as dE/dh.
+template <class Cfg, class G>
+__device__ void contract_spline_gr(const ConvArgs& a, const Tile& t, int q0, int n, int chunk) {
+  const int lane = threadIdx.x & 31;
+  __syncwarp();  // every lane's gradients of the sub-tile are in gws
+  const int u = chunk * 32 + lane;
+  const bool ok = u < G::kMul;
+  real* gr = (real*)a.grad_h;
+  const bool first = G::kFirstGh && chunk == 0;
+#pragma unroll 1
+  for (int q = 0; q < n; ++q) {
+    const int e = t.edge[q0 + q];
+    if (t.sender[q0 + q] < 0) continue;  // warp-uniform: a skipped edge
+    real x;
+    const real* row = spline_row(a, e, &x);
+    const real x2 = x * x;
+    const real d0 = real(6) * (x2 - x), d1 = real(3) * x2 - real(4) * x + real(1);
+    const real d3 = real(3) * x2 - real(2) * x;
+    const real* g = t.gws + q * Cfg::kWsStride + lane;
+    real acc = real(0);
+    if (ok) {
+#pragma unroll 4
+      for (int j = 0; j < G::kJ; ++j) {
+        const long long c = G::wcol(j) + (long long)u * G::wmul(j);
+        const real slope = d0 * (ldg(row + c) - ldg(row + 2 * kNumWeights + c)) +
+                           d1 * ldg(row + kNumWeights + c) + d3 * ldg(row + 3 * kNumWeights + c);
+        acc = madd(g[j * 32], slope, acc);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) gr[e] = first ? acc * real(kSplineInvH) : gr[e] + acc * real(kSplineInvH);
+  }
+  __syncwarp();  // the next sub-tile's compute() may overwrite gws
+}
+
 template <class Cfg, class G>
 __device__ void contract_gh(const ConvArgs& a, const Tile& t, int q0, int n, int chunk) {
-  constexpr int kK = (kHidden + 31) / 32;
+  if constexpr (kSplineIntervals > 0) {
+    contract_spline_gr<Cfg, G>(a, t, q0, n, chunk);
+    return;
+  }
+  // (At least one: the spline form instantiates this too, with no hidden rows.)
+  constexpr int kK = kHidden > 0 ? (kHidden + 31) / 32 : 1;
   const int lane = threadIdx.x & 31;
   __syncwarp();  // every lane's gradients of the sub-tile are in gws
   real acc[Cfg::kSub][kK];
