@@ -405,14 +405,16 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   status_.resize(1);
   b.memset(status_.data(), 0xff, sizeof(unsigned long long), s);
   Y_.resize(E_ * nsh_);
-  ef_.resize(E_ * nb_);
+  // Spline mode: the tables read the lengths; the radial basis and its gradient are not made.
+  ef_.resize(spline_ ? 0 : E_ * nb_);
   fc_.resize(apply_cutoff_ ? 0 : E_);
   zbl_edge_.resize(zbl_ ? E_ : 0);
   zbl_atom_.resize(zbl_ ? L_ : 0);
   MaceEdgeArgs ea{};
   ea.vector = d_vector, ea.perm = edges_.perm.data(), ea.centre = edges_.centre.data();
   ea.sender = edges_.sender.data(), ea.species = d_species, ea.r_max_pairs = d_r_max_pairs_.data();
-  ea.Y = Y_.data(), ea.ef = ef_.data(), ea.fc = apply_cutoff_ ? nullptr : fc_.data();
+  ea.Y = Y_.data(), ea.ef = spline_ ? nullptr : ef_.data(),
+  ea.fc = apply_cutoff_ ? nullptr : fc_.data();
   ea.zbl = zbl_ ? zbl_edge_.data() : nullptr;
   rl_.resize(spline_ ? E_ : 0);
   ea.rl = spline_ ? rl_.data() : nullptr;
@@ -433,7 +435,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   energy_acc_.resize(L_);
   energy_acc_.zero(s);
   gY_.resize(E_ * nsh_), gY_.zero(s);
-  gE_.resize(E_ * nb_), gE_.zero(s);
+  gE_.resize(spline_ ? 0 : E_ * nb_), gE_.zero(s);
   gF_.resize(apply_cutoff_ ? 0 : E_), gF_.zero(s);
   gR_.resize(spline_ ? E_ : 0), gR_.zero(s);
   ones_.resize(L_);
@@ -451,7 +453,8 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   b.launch(*k_energy_, grid_for(L), s, en);
 
   backward_layers(exchange, s);
-  ea.gY = gY_.data(), ea.gE = gE_.data(), ea.gF = apply_cutoff_ ? nullptr : gF_.data();
+  ea.gY = gY_.data(), ea.gE = spline_ ? nullptr : gE_.data(),
+  ea.gF = apply_cutoff_ ? nullptr : gF_.data();
   ea.gR = spline_ ? gR_.data() : nullptr;
   ea.edge_gradient = edge_gradient;
   b.launch(*k_gradient_, grid_for(E), s, ea);

@@ -177,7 +177,6 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
                              Stream s) {
     Layer<T>& Lp = layers_[t];
     const EdgeBatch eb = edge_batch(b);
-    const T* ef = ef_.data() + eb.e0 * nb_;
     const T* raw;
     if (Lp.fused_spline) return {nullptr, nullptr};  // the convolution interpolates the table
     if (Lp.spline) {
@@ -187,10 +186,10 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
       backend_->launch(*k_spline_fwd_, grid_for(eb.n * 32), s, a);
       raw = wb.data();
     } else if (Lp.fused) {
-      raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, ef, s);
+      raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, ef_.data() + eb.e0 * nb_, s);
     } else {
       wb.resize(eb.n * Lp.numel);
-      Lp.radial_mlp.forward(*gk_, eb.n, ef, wb.data(), s);
+      Lp.radial_mlp.forward(*gk_, eb.n, ef_.data() + eb.e0 * nb_, wb.data(), s);
       raw = wb.data();
     }
     if (apply_cutoff_) return {raw, raw};
