@@ -147,7 +147,8 @@ void ModuleEmitter::emit_config(Writer& w, const PassSchedule& ps) {
     (is_receiver_pass(ps.pass) ? "true" : "false") + ";");
   if (looped_) w("  static constexpr int kMOffset = " + str(sm.m_offset) + ";");
   w("  static constexpr int kHsOffset = " + str(sm.hs_offset) +
-    ", kWsOffset = " + str(sm.ws_offset) + ", kGwsOffset = " + str(sm.gws_offset) + ";");
+    ", kWsOffset = " + str(sm.ws_offset) + ", kGwsOffset = " + str(sm.gws_offset) +
+    ", kDwsOffset = " + str(sm.dws_offset) + ";");
   w("  static constexpr int kSub = " + str(std::max(1, sm.sub_tile)) +
     ", kWsStride = " + str(sm.ws_stride) + ";");
   w(std::string("  static constexpr bool kFused = ") + (sm.sub_tile > 0 ? "true" : "false") + ";");

@@ -450,7 +450,10 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
     if (fused_pass(problem, pass)) {
       int most = 0;
       for (const Group& g : ps.groups) most = std::max(most, group_weights(problem, g));
-      sm.sub_tile = std::min(options.fused_sub_tile, tile);
+      // The spline form shares no load between the edges of a sub-tile (the hidden form reads
+      // each W4 value once for all of them): one edge at a time, the least shared memory.
+      const bool spline = problem.spline_intervals() > 0;
+      sm.sub_tile = spline ? 1 : std::min(options.fused_sub_tile, tile);
       sm.ws_stride = std::max(1, most) * kWarpSize;
       sm.hs_offset = at;
       // The hidden rows (the spline form stages nothing: its edges' lengths are read per lane).
@@ -460,6 +463,10 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
       if (!is_receiver_pass(pass)) {
         sm.gws_offset = at;
         at = round_up(at + sm.sub_tile * sm.ws_stride * elem, 16);
+        if (spline) {
+          sm.dws_offset = at;
+          at = round_up(at + 2 * sm.sub_tile * sm.ws_stride * elem, 16);
+        }
       }
     }
     sm.bytes_per_warp = at;

@@ -140,7 +140,9 @@ struct SharedMemoryPlan {
   /// are made at a time from their staged hidden rows (hs, sub_tile x fused_hidden values) into
   /// ws ([sub_tile][ws_stride]: per edge, weight j of lane l at j * 32 + l); the sender passes'
   /// per-edge weight gradients go to gws (same layout) before they are contracted to dE/dh.
-  int sub_tile = 0, ws_stride = 0, hs_offset = -1, ws_offset = -1, gws_offset = -1;
+  /// The fused spline form's sender passes keep the weights' slopes in dws (two sub-tiles,
+  /// alternating: the prefetch of the next sub-tile's weights precedes this one's contraction).
+  int sub_tile = 0, ws_stride = 0, hs_offset = -1, ws_offset = -1, gws_offset = -1, dws_offset = -1;
   int bytes_per_warp;
 };
 

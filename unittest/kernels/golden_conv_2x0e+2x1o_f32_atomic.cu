@@ -71,6 +71,7 @@ struct Tile {
   real* hs;   // fused radial form: the hidden rows of a sub-tile's edges
   real* ws;   //   their weights, lane-major per edge (SharedMemoryPlan)
   real* gws;  //   sender passes: their weight gradients, the same layout
+  real* dws;  //   fused spline form, sender passes: the weights' slopes, two sub-tiles
 };
 
 template <class Cfg>
@@ -86,6 +87,7 @@ CLEBSCH_INLINE Tile warp_tile(unsigned char* smem, int warp_in_block) {
   t.hs = Cfg::kHsOffset >= 0 ? reinterpret_cast<real*>(base + Cfg::kHsOffset) : nullptr;
   t.ws = Cfg::kWsOffset >= 0 ? reinterpret_cast<real*>(base + Cfg::kWsOffset) : nullptr;
   t.gws = Cfg::kGwsOffset >= 0 ? reinterpret_cast<real*>(base + Cfg::kGwsOffset) : nullptr;
+  t.dws = Cfg::kDwsOffset >= 0 ? reinterpret_cast<real*>(base + Cfg::kDwsOffset) : nullptr;
   return t;
 }
 
@@ -230,11 +232,20 @@ CLEBSCH_INLINE const real* spline_row(const ConvArgs& a, int e, real* x) {
   return (const real*)a.w4 + (long long)k * 2 * kNumWeights;
 }
 
-// Lane l holds weight j of channel u at ws[q * kWsStride + j * 32 + l], zero for a skipped edge.
+// Lane l holds weight j of channel u at ws[q * kWsStride + j * 32 + l], zero for a skipped edge;
+// in the sender passes the slopes dW/dx at the same place of dws's slot (q0 / kSub) % 2, from
+// the same four table values (so the backward reads the table once).
+template <class Cfg>
+CLEBSCH_INLINE real* spline_slopes(const Tile& t, int q0) {
+  return t.dws ? t.dws + ((q0 / Cfg::kSub) & 1) * Cfg::kSub * Cfg::kWsStride + (threadIdx.x & 31)
+               : nullptr;
+}
+
 template <class Cfg, class G>
 __device__ void make_spline_weights(const ConvArgs& a, const Tile& t, int q0, int n, int u) {
   const bool ok = u < G::kMul;
   real* ws = t.ws + (threadIdx.x & 31);
+  real* dws = spline_slopes<Cfg>(t, q0);
   __syncwarp();  // every lane is done with the previous sub-tile's weights
 #pragma unroll 1
   for (int q = 0; q < Cfg::kSub; ++q) {
@@ -244,15 +255,20 @@ __device__ void make_spline_weights(const ConvArgs& a, const Tile& t, int q0, in
     const real x2 = x * x, x3 = x2 * x;
     const real a0 = real(2) * x3 - real(3) * x2 + real(1), a1 = x3 - real(2) * x2 + x;
     const real a2 = real(3) * x2 - real(2) * x3, a3 = x3 - x2;
+    const real d0 = real(6) * (x2 - x), d1 = real(3) * x2 - real(4) * x + real(1);
+    const real d3 = real(3) * x2 - real(2) * x;
 #pragma unroll 4
     for (int j = 0; j < G::kJ; ++j) {
-      real f = real(0);
+      real f = real(0), df = real(0);
       if (valid) {
         const long long c = G::wcol(j) + (long long)u * G::wmul(j);
-        f = a0 * ldg(row + c) + a1 * ldg(row + kNumWeights + c) +
-            a2 * ldg(row + 2 * kNumWeights + c) + a3 * ldg(row + 3 * kNumWeights + c);
+        const real f0 = ldg(row + c), m0 = ldg(row + kNumWeights + c);
+        const real f1 = ldg(row + 2 * kNumWeights + c), m1 = ldg(row + 3 * kNumWeights + c);
+        f = a0 * f0 + a1 * m0 + a2 * f1 + a3 * m1;
+        df = d0 * (f0 - f1) + d1 * m0 + d3 * m1;
       }
       ws[q * Cfg::kWsStride + j * 32] = f;
+      if (dws) dws[q * Cfg::kWsStride + j * 32] = df;
     }
   }
   __syncwarp();
@@ -311,40 +327,30 @@ __device__ void make_weights(const ConvArgs& a, const Tile& t, int q0, int n, in
 // of the pass stores in chunk 0; the others add (the sender groups of a fused pass run one after
 // the other: group_overlap()).
 // The fused spline form's dE/dr of the n edges of a sub-tile from q0: each lane sums its
-// channel's dE/dW_ju times dW_ju/dr (the interpolant's derivative, from the same four table
-// values), the lanes' sums reduced by shuffles in a fixed order (the same bits in every run).
-// Stored by the first group in chunk 0, added by the rest, as dE/dh.
+// channel's dE/dW_ju times dW_ju/dr (the slopes make_spline_weights kept), the lanes' sums
+// reduced by shuffles in a fixed order (the same bits in every run). Stored by the first group
+// in chunk 0, added by the rest, as dE/dh.
 template <class Cfg, class G>
 __device__ void contract_spline_gr(const ConvArgs& a, const Tile& t, int q0, int n, int chunk) {
   const int lane = threadIdx.x & 31;
   __syncwarp();  // every lane's gradients of the sub-tile are in gws
-  const int u = chunk * 32 + lane;
-  const bool ok = u < G::kMul;
   real* gr = (real*)a.grad_h;
+  const real* dws = spline_slopes<Cfg>(t, q0);
   const bool first = G::kFirstGh && chunk == 0;
 #pragma unroll 1
   for (int q = 0; q < n; ++q) {
-    const int e = t.edge[q0 + q];
     if (t.sender[q0 + q] < 0) continue;  // warp-uniform: a skipped edge
-    real x;
-    const real* row = spline_row(a, e, &x);
-    const real x2 = x * x;
-    const real d0 = real(6) * (x2 - x), d1 = real(3) * x2 - real(4) * x + real(1);
-    const real d3 = real(3) * x2 - real(2) * x;
     const real* g = t.gws + q * Cfg::kWsStride + lane;
-    real acc = real(0);
-    if (ok) {
+    const real* d = dws + q * Cfg::kWsStride;
+    real acc = real(0);  // an idle lane's gradients and slopes are zero
 #pragma unroll 4
-      for (int j = 0; j < G::kJ; ++j) {
-        const long long c = G::wcol(j) + (long long)u * G::wmul(j);
-        const real slope = d0 * (ldg(row + c) - ldg(row + 2 * kNumWeights + c)) +
-                           d1 * ldg(row + kNumWeights + c) + d3 * ldg(row + 3 * kNumWeights + c);
-        acc = madd(g[j * 32], slope, acc);
-      }
-    }
+    for (int j = 0; j < G::kJ; ++j) acc = madd(g[j * 32], d[j * 32], acc);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) gr[e] = first ? acc * real(kSplineInvH) : gr[e] + acc * real(kSplineInvH);
+    if (lane == 0) {
+      const int e = t.edge[q0 + q];
+      gr[e] = first ? acc * real(kSplineInvH) : gr[e] + acc * real(kSplineInvH);
+    }
   }
   __syncwarp();  // the next sub-tile's compute() may overwrite gws
 }
@@ -604,7 +610,7 @@ struct CfgForward {
   static constexpr int kTile = 64, kEdgeOffset = 0, kSenderOffset = 256, kReceiverOffset = 512;
   static constexpr int kYOffset = 768, kDyOffset = -1, kGyOffset = -1, kBytesPerWarp = 1792;
   static constexpr bool kReceiverRows = true;
-  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1;
+  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
 };
@@ -727,7 +733,7 @@ struct CfgBackward {
   static constexpr int kTile = 64, kEdgeOffset = 0, kSenderOffset = 256, kReceiverOffset = 512;
   static constexpr int kYOffset = 768, kDyOffset = -1, kGyOffset = 1792, kBytesPerWarp = 2816;
   static constexpr bool kReceiverRows = false;
-  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1;
+  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
 };
@@ -927,7 +933,7 @@ struct CfgDoubleForward {
   static constexpr int kTile = 64, kEdgeOffset = 0, kSenderOffset = 256, kReceiverOffset = 512;
   static constexpr int kYOffset = 768, kDyOffset = 1792, kGyOffset = -1, kBytesPerWarp = 2816;
   static constexpr bool kReceiverRows = true;
-  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1;
+  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
 };
@@ -1153,7 +1159,7 @@ struct CfgDoubleBackward {
   static constexpr int kTile = 64, kEdgeOffset = 0, kSenderOffset = 256, kReceiverOffset = 512;
   static constexpr int kYOffset = 768, kDyOffset = 1792, kGyOffset = 2816, kBytesPerWarp = 3840;
   static constexpr bool kReceiverRows = false;
-  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1;
+  static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
 };
