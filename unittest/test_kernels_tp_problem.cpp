@@ -6,6 +6,9 @@
 // the stable hash.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+
 #include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/cuda/generator/tp_problem.h"
 #include "clebsch/support/error.h"
@@ -111,6 +114,27 @@ TEST(TpProblem, EqualityAndHashSeeEveryField) {
                     a.accumulation());
   EXPECT_NE(a, e);
   EXPECT_NE(a.hash(), e.hash());
+}
+
+// The fused spline form's interval geometry is compiled into the module, so every part of it
+// is part of the problem's identity; it excludes the fused radial form and needs weights.
+TEST(TpProblem, TheFusedSplineFormIsPartOfTheIdentity) {
+  const TpProblem a = mace_medium();
+  const TpProblem s = a.with_fused_spline(1000, 0.1, 6.0);
+  EXPECT_EQ(s.spline_intervals(), 1000);
+  EXPECT_EQ(s.radial_row_width(), 1);
+  EXPECT_EQ(a.radial_row_width(), 0);
+  EXPECT_EQ(s, a.with_fused_spline(1000, 0.1, 6.0));
+  for (const TpProblem& other :
+       {a, a.with_fused_spline(999, 0.1, 6.0), a.with_fused_spline(1000, 0.2, 6.0),
+        a.with_fused_spline(1000, 0.1, std::nextafter(6.0, 7.0))}) {
+    EXPECT_NE(s, other);
+    EXPECT_NE(s.hash(), other.hash());
+  }
+  EXPECT_NE(s.str().find("fused spline, 1000 intervals"), std::string::npos);
+  EXPECT_THROW(a.with_fused_spline(0, 0.1, 6.0), Error);
+  EXPECT_THROW(a.with_fused_spline(10, 6.0, 6.0), Error);
+  EXPECT_THROW(a.with_fused_radial(64).with_fused_spline(10, 0.1, 6.0), Error);
 }
 
 TEST(TpProblem, HashIsStableAcrossBuilds) {
