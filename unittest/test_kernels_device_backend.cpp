@@ -80,6 +80,27 @@ class Backend : public ::testing::TestWithParam<std::string> {
     d.upload(v);
     return d;
   }
+  // A graph's index arrays on the device and the ConvBuffers fields that name them.
+  struct DeviceGraph {
+    DeviceArray<int> snd, rcv, rptr, rord, sptr, sord;
+    ConvBuffers buffers(std::size_t num_nodes) const {
+      ConvBuffers b;
+      b.num_senders = b.num_receivers = static_cast<std::int64_t>(num_nodes);
+      b.num_edges = static_cast<std::int64_t>(snd.size());
+      b.sender = snd.data(), b.receiver = rcv.data();
+      b.receiver_ptr = rptr.data(), b.receiver_order = rord.data();
+      b.sender_ptr = sptr.data(), b.sender_order = sord.data();
+      return b;
+    }
+  };
+  DeviceGraph up_graph(const test::Graph& g, const EdgeIndex& edges) {
+    return {up<int>(g.sender),
+            up<int>(g.receiver),
+            up<int>(edges.receiver_ptr()),
+            up<int>(edges.by_receiver()),
+            up<int>(edges.sender_ptr()),
+            up<int>(edges.by_sender())};
+  }
   std::unique_ptr<DeviceBackend> backend_;
   std::unique_ptr<GenericKernels> kernels_;
 };
@@ -219,18 +240,11 @@ TEST_P(Backend, ConvRunnerMatchesTheHostConvolution) {
     const auto x = randv(n * tp.dim_in1(), 1), y = randv(e * tp.dim_in2(), 2),
                w = randv(e * tp.weight_numel(), 3), go = randv(n * tp.dim_out(), 4);
     auto dx = up<double>(x), dy = up<double>(y), dw = up<double>(w), dgo = up<double>(go);
-    auto snd = up<int>(g.sender), rcv = up<int>(g.receiver);
-    auto rptr = up<int>(edges.receiver_ptr()), rord = up<int>(edges.by_receiver());
-    auto sptr = up<int>(edges.sender_ptr()), sord = up<int>(edges.by_sender());
+    const DeviceGraph dg = up_graph(g, edges);
     DeviceArray<double> out(*backend_, n * tp.dim_out()), gx(*backend_, x.size()),
         gy(*backend_, y.size()), gw(*backend_, w.size());
     out.poison(), gx.poison(), gy.poison(), gw.poison();
-    ConvBuffers b;
-    b.num_senders = b.num_receivers = g.num_nodes;
-    b.num_edges = static_cast<std::int64_t>(e);
-    b.sender = snd.data(), b.receiver = rcv.data();
-    b.receiver_ptr = rptr.data(), b.receiver_order = rord.data();
-    b.sender_ptr = sptr.data(), b.sender_order = sord.data();
+    ConvBuffers b = dg.buffers(n);
     b.x = dx.data(), b.y = dy.data(), b.w = dw.data(), b.grad_out = dgo.data();
     b.out = out.data(), b.grad_x = gx.data(), b.grad_y = gy.data(), b.grad_w = gw.data();
     conv.run(nullptr, Pass::kForward, b);
@@ -279,18 +293,11 @@ TEST_P(Backend, FusedRadialConvMatchesTheHostConvolution) {
       for (int c = 0; c < nw; ++c) w4t[std::size_t(c) * H + k] = w4[std::size_t(k) * nw + c];
     auto dx = up<double>(x), dy = up<double>(y), dh = up<double>(h), dgo = up<double>(go);
     auto dw4 = up<double>(w4), dw4t = up<double>(w4t);
-    auto snd = up<int>(g.sender), rcv = up<int>(g.receiver);
-    auto rptr = up<int>(edges.receiver_ptr()), rord = up<int>(edges.by_receiver());
-    auto sptr = up<int>(edges.sender_ptr()), sord = up<int>(edges.by_sender());
+    const DeviceGraph dg = up_graph(g, edges);
     DeviceArray<double> out(*backend_, n * tp.dim_out()), gx(*backend_, x.size()),
         gy(*backend_, y.size()), gh(*backend_, h.size());
     out.poison(), gx.poison(), gy.poison(), gh.poison();
-    ConvBuffers b;
-    b.num_senders = b.num_receivers = g.num_nodes;
-    b.num_edges = static_cast<std::int64_t>(e);
-    b.sender = snd.data(), b.receiver = rcv.data();
-    b.receiver_ptr = rptr.data(), b.receiver_order = rord.data();
-    b.sender_ptr = sptr.data(), b.sender_order = sord.data();
+    ConvBuffers b = dg.buffers(n);
     b.x = dx.data(), b.y = dy.data(), b.grad_out = dgo.data();
     b.h = dh.data(), b.w4 = dw4.data(), b.w4t = dw4t.data();
     b.out = out.data(), b.grad_x = gx.data(), b.grad_y = gy.data(), b.grad_h = gh.data();
@@ -350,18 +357,11 @@ TEST_P(Backend, FusedSplineConvMatchesTheHostConvolution) {
     for (std::size_t q = 0; q < e; ++q) table.value(r[q], w.data() + q * nw);
     auto dx = up<double>(x), dy = up<double>(y), dr = up<double>(r), dgo = up<double>(go);
     auto dtable = up<double>(rs.values);
-    auto snd = up<int>(g.sender), rcv = up<int>(g.receiver);
-    auto rptr = up<int>(edges.receiver_ptr()), rord = up<int>(edges.by_receiver());
-    auto sptr = up<int>(edges.sender_ptr()), sord = up<int>(edges.by_sender());
+    const DeviceGraph dg = up_graph(g, edges);
     DeviceArray<double> out(*backend_, n * tp.dim_out()), gx(*backend_, x.size()),
         gy(*backend_, y.size()), gr(*backend_, e);
     out.poison(), gx.poison(), gy.poison(), gr.poison();
-    ConvBuffers b;
-    b.num_senders = b.num_receivers = g.num_nodes;
-    b.num_edges = static_cast<std::int64_t>(e);
-    b.sender = snd.data(), b.receiver = rcv.data();
-    b.receiver_ptr = rptr.data(), b.receiver_order = rord.data();
-    b.sender_ptr = sptr.data(), b.sender_order = sord.data();
+    ConvBuffers b = dg.buffers(n);
     b.x = dx.data(), b.y = dy.data(), b.grad_out = dgo.data();
     b.h = dr.data(), b.w4 = dtable.data();
     b.out = out.data(), b.grad_x = gx.data(), b.grad_y = gy.data(), b.grad_h = gr.data();
