@@ -156,7 +156,7 @@ std::string check_buffers(const TpProblem& problem, Pass pass, const ConvBuffers
   if (fused) {
     if (edges && (!b.h || !b.w4)) return fail("the fused radial form needs h and w4");
     if (b.grad_w) return fail("the fused radial form writes grad_h, not grad_w");
-    // The spline form's backward reads the table again; the hidden form reads W4 transposed.
+    // The hidden form's backward reads W4 transposed; the spline form's needs only the table.
     if (edges && b.grad_h && !b.w4t && problem.spline_intervals() == 0)
       return fail("grad_h needs w4t");
   } else if (edges && problem.weight_numel() > 0 && !b.w) {

@@ -222,8 +222,8 @@ struct alignas(4 * sizeof(real) > 16 ? 16 : 4 * sizeof(real)) RealVec4 {
 // cubic Hermite interpolants of a table of the radial functions, [knot][2][kNumWeights] (values,
 // then the interval width times the slopes), so an edge's weight w reads four table values, the
 // table staying in L2 while W never exists. Edge e's interval k and position x in it, in double
-// as the host's SplineTable::rows; every lane finds them for itself (a broadcast load), since
-// the prefetch of the next sub-tile runs before the backward contracts this one.
+// as the host's SplineTable::rows; every lane finds them for itself from the edge's length (a
+// broadcast load) instead of staging them in shared memory.
 CLEBSCH_INLINE const real* spline_row(const ConvArgs& a, int e, real* x) {
   const double s = (double(ldg((const real*)a.h + e)) - kSplineLo) * kSplineInvH;
   int k = int(s);
