@@ -11,7 +11,7 @@
 // mode (periodic images as ghost nodes with a copying exchange) equals the ghost-free host
 // result, atomic and deterministic accumulation agree (deterministic bitwise run to run),
 // compute_device equals compute, invalid graphs throw the host engine's messages, and gelu / mish
-// (host engine only) are refused by name, in a gate and in the readout MLP. Edge
+// in a gate and in the readout MLP equal the host engine. Edge
 // batches (CudaEngineOptions::edge_batch, weights recomputed in the backward): the host result
 // in every precision, the one-batch result to 1e-12 in float64 (energies, per-atom energies,
 // dE/dvector, forces, virial), in ghost mode, from compute_device, and bitwise run to run. The
@@ -322,9 +322,8 @@ struct ExportedModel {
   std::string name, model_path, golden_path;
 };
 
-/// The exported NequIP models with golden data; those tagged "host_only" (gelu / mish readouts,
-/// which this engine refuses) go to @p host_only instead when it is given, else are left out.
-std::vector<ExportedModel> exported_nequip_models(std::vector<ExportedModel>* host_only = nullptr) {
+/// The exported NequIP models with golden data (gelu and mish readouts among them).
+std::vector<ExportedModel> exported_nequip_models() {
   const std::string dir = models_dir();
   if (dir.empty()) return {};
   std::ifstream in(dir + "/models.json");
@@ -337,16 +336,8 @@ std::vector<ExportedModel> exported_nequip_models(std::vector<ExportedModel>* ho
   std::vector<ExportedModel> out;
   for (const auto& m : index.at("models")) {
     if (m.at("arch") != "nequip" || m.at("golden").is_null()) continue;
-    const ExportedModel e{m.at("name").get<std::string>(),
-                          dir + "/" + m.at("file").get<std::string>(),
-                          dir + "/" + m.at("golden").get<std::string>()};
-    const auto& f = m.at("features");
-    if (std::find(f.begin(), f.end(), "host_only") != f.end()) {
-      // Activations this engine refuses by name (gelu, mish): GeluAndMishAreRefusedByName.
-      if (host_only) host_only->push_back(e);
-      continue;
-    }
-    out.push_back(e);
+    out.push_back({m.at("name").get<std::string>(), dir + "/" + m.at("file").get<std::string>(),
+                   dir + "/" + m.at("golden").get<std::string>()});
   }
   EXPECT_FALSE(out.empty()) << "models.json lists no NequIP model with golden data";
   return out;
@@ -380,40 +371,30 @@ TEST_P(NequipCuda, BundledCuAuAllPrecisionsMatchTheHostEngine) {
   }
 }
 
-// The host engine evaluates gelu and mish (test_exported_nequip_golden.cpp); this engine has no
-// device code for them and must refuse them by name rather than evaluate something else.
-TEST_P(NequipCuda, GeluAndMishAreRefusedByName) {
-  const auto expect_refused = [&](const model::Model& m, const std::string& name) {
-    try {
-      engine(m, Precision::kFloat64);
-      ADD_FAILURE() << "a model with activation " << name << " was accepted";
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("activation " + name), std::string::npos) << what;
-      EXPECT_NE(what.find("device cpu"), std::string::npos) << what;
-    }
-  };
-  // In a gate (the bundled model's first scalar activation made gelu, then mish).
+// gelu and mish in a gate (the readout MLP's are among the exported models above): the bundled
+// model's first scalar activation made each in turn, against the host engine in every precision.
+// The inputs of that gate reach the far, negative tail of both functions only rarely, so the
+// test also checks that the change of activation moved the energy (it reached the device code).
+TEST_P(NequipCuda, GeluAndMishInAGateMatchTheHostEngine) {
+  const model::Model bundled = read_model(bundled_path());
+  NequipEngine silu(bundled, Precision::kFloat64);
+  const Graph g = periodic_graph(silu, 4);
+  const double e_silu = run(silu, g).energy;
   for (const auto& [name, kind] : {std::pair{"gelu", model::Activation::Kind::kGelu},
                                    std::pair{"mish", model::Activation::Kind::kMish}}) {
     SCOPED_TRACE(std::string("gate ") + name);
-    model::Model m = read_model(bundled_path());
+    model::Model m = bundled;
     std::optional<model::Activation>& a = m.nequip->layers[0].gate.act_scalars[0];
     ASSERT_TRUE(a.has_value());
     a->name = name;
     a->kind = kind;
-    NequipEngine host(m, Precision::kFloat64);  // the host engine takes it
-    expect_refused(m, name);
-  }
-  // In the readout MLP: the exported gelu / mish models.
-  std::vector<ExportedModel> host_only;
-  exported_nequip_models(&host_only);
-  if (models_dir().empty()) return;  // no fixture: the gate cases above still ran
-  EXPECT_EQ(host_only.size(), 2u) << "expected nequip_readout_gelu and nequip_readout_mish";
-  for (const ExportedModel& c : host_only) {
-    SCOPED_TRACE(c.name);
-    expect_refused(read_model(c.model_path),
-                   c.name.find("gelu") != std::string::npos ? "gelu" : "mish");
+    for (Precision p : {Precision::kFloat64, Precision::kMixed, Precision::kFloat32}) {
+      NequipEngine host(m, p);
+      auto dev = engine(m, p);
+      const EngineResult want = run(host, g);
+      if (p == Precision::kFloat64) EXPECT_GT(std::abs(want.energy - e_silu), 1e-6);
+      expect_close(run(*dev, g), want, p, std::string("cuau-nequip/") + name);
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "clebsch/cuda/nn/device_linear.h"
+#include "clebsch/cuda/templates/device_args.h"
 #include "clebsch/engine/nequip_self_connection.h"
 #include "clebsch/model/gate_channels.h"
 #include "clebsch/support/error.h"
@@ -18,13 +19,19 @@ struct Act {
   double cst = 1.0;
 };
 
+// The device kernels switch on the model's kind as an int (clebsch_act, nq_act).
+static_assert(int(model::Activation::Kind::kSilu) == kActSilu &&
+              int(model::Activation::Kind::kTanh) == kActTanh &&
+              int(model::Activation::Kind::kSigmoid) == kActSigmoid &&
+              int(model::Activation::Kind::kAbs) == kActAbs &&
+              int(model::Activation::Kind::kSsp) == kActSsp &&
+              int(model::Activation::Kind::kGelu) == kActGelu &&
+              int(model::Activation::Kind::kMish) == kActMish);
+
 Act act_of(const std::optional<model::Activation>& a, const std::string& where) {
   if (!a) return {};
   if (!std::isfinite(a->cst))
     throw Error("NequipEngine: " + where + " activation " + a->name + " has non-finite cst");
-  if (a->kind == model::Activation::Kind::kGelu || a->kind == model::Activation::Kind::kMish)
-    throw Error("NequipEngine: " + where + " activation " + a->name +
-                " is not supported on the GPU yet; use device cpu");
   return {static_cast<int>(a->kind), a->cst};
 }
 

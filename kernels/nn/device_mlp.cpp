@@ -43,10 +43,6 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
     }
     if (src.layer_norm)
       throw ModelFormatError(w + ": LayerNorm MLPs (mace RadialMLP) are not supported on the GPU");
-    if (src.activation && (src.activation->kind == model::Activation::Kind::kGelu ||
-                           src.activation->kind == model::Activation::Kind::kMish))
-      throw ModelFormatError(w + ": activation " + src.activation->name +
-                             " is not supported on the GPU yet; use device cpu");
     if (src.activation) {
       L.has_act = true;
       L.kind = static_cast<int>(src.activation->kind);

@@ -51,7 +51,15 @@ struct AxpbyArgs {
 };
 
 /// Activations of FORMAT.md §3.5 (values match model::Activation::Kind order).
-enum ActKind { kActSilu = 0, kActTanh = 1, kActSigmoid = 2, kActAbs = 3, kActSsp = 4 };
+enum ActKind {
+  kActSilu = 0,
+  kActTanh = 1,
+  kActSigmoid = 2,
+  kActAbs = 3,
+  kActSsp = 4,
+  kActGelu = 5,
+  kActMish = 6
+};
 
 /// Columns [c0, c1) of rows of width ld. Forward: z += bias[c] (when bias), then
 /// a = out_scale * cst * phi(z) (z keeps the pre-activation for the backward). Backward:

@@ -215,10 +215,9 @@ NEQUIP_CASES = {
         ),
     ),
     # Readout MLP nonlinearities gelu (two activated hidden layers) and mish (the case that
-    # commit 035dc47 dropped), nequip_models.py readout_mlp_nonlinearity. "host_only": the CUDA
-    # engine refuses them by name.
+    # commit 035dc47 dropped), nequip_models.py readout_mlp_nonlinearity.
     "nequip_readout_gelu": (
-        ["readout_gelu", "mlp_readout", "host_only"],
+        ["readout_gelu", "mlp_readout"],
         dict(
             l_max=1,
             num_layers=1,
@@ -230,7 +229,7 @@ NEQUIP_CASES = {
         ),
     ),
     "nequip_readout_mish": (
-        ["readout_mish", "mlp_readout", "host_only"],
+        ["readout_mish", "mlp_readout"],
         dict(
             l_max=1,
             num_layers=1,
