@@ -13,6 +13,8 @@
 # (e.g. none): mace-torch's precisions, for sizes beyond its memory. CLEBSCH_EDGE_BATCH: edges per
 # batch of the CUDA engines' weight stage (default: the engine's choice). cuda-spline (the radial
 # MLPs tabulated, pair_style ... radial spline N) on CLEBSCH_SPLINE_INTERVALS (default 1000).
+# CLEBSCH_ATOMIC=1: the CUDA engines accumulate with atomics (the pair style's default, what MD
+# runs) instead of the deterministic orderings (the benchmark's default).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=${1:?usage: run_step_profile.sh CARRY OUT [ATOMS ...]}
@@ -26,6 +28,8 @@ set +e +o pipefail
 source "$root/bench/setup_wheels.sh" "$root/.whl"
 set -eo pipefail
 mkdir -p "$out"
+atomic=()
+[ "${CLEBSCH_ATOMIC:-0}" != 0 ] && atomic=(--atomic)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$out/gpu.txt"
 for n in "${sizes[@]}"; do
   mkdir -p "$out/$n"
@@ -34,6 +38,7 @@ for n in "${sizes[@]}"; do
     --atoms "$n" --engines "${CLEBSCH_BENCH_ENGINES:-cuda}" --precisions fp32,fp64 --kernel-profile \
     ${CLEBSCH_TORCH_PRECISIONS:+--torch-precisions "$CLEBSCH_TORCH_PRECISIONS"} \
     ${CLEBSCH_EDGE_BATCH:+--edge-batch "$CLEBSCH_EDGE_BATCH"} \
+    "${atomic[@]}" \
     ${CLEBSCH_SPLINE_INTERVALS:+--spline-intervals "$CLEBSCH_SPLINE_INTERVALS"} \
     --out "$out/$n" --json "$out/$n/model.json" 2>&1 | tee "$out/$n/log.txt"
 done

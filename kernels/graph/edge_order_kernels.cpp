@@ -22,7 +22,7 @@ ModuleSource module_source() {
              templates::k_edge_order_kernels;
   for (const char* k : {"clebsch_edges_check", "clebsch_edges_centre_ptr", "clebsch_edges_count",
                         "clebsch_scan_chunks", "clebsch_scan_chunk_sums", "clebsch_scan_finish",
-                        "clebsch_edges_scatter", "clebsch_edges_sort_segments"})
+                        "clebsch_edges_scatter", "clebsch_edges_rank"})
     m.kernels.push_back({k, "EdgeOrderArgs", false, 0});
   return m;
 }
@@ -36,6 +36,7 @@ EdgeOrderKernels::EdgeOrderKernels(DeviceBackend& backend)
       chunk_sums_(backend),
       batch_edge_(backend),
       batch_centre_(backend),
+      scattered_(backend),
       status_(backend, 1) {}
 
 bool EdgeOrderKernels::build(DeviceEdgeOrderings& out, std::size_t num_local, std::size_t num_nodes,
@@ -82,16 +83,18 @@ bool EdgeOrderKernels::build(DeviceEdgeOrderings& out, std::size_t num_local, st
   out.sender_ptr.resize(size);
   out.local_centre.resize(num_edges);
   out.by_sender.resize(num_edges);
+  scattered_.resize(num_edges);
   a.batch_edge = batch_edge_.data(), a.batch_centre = batch_centre_.data();
   a.counts = counts_.data(), a.scan = out.sender_ptr.data(), a.chunk_sums = chunk_sums_.data();
-  a.by_sender = out.by_sender.data(), a.local_centre = out.local_centre.data();
+  a.by_sender = out.by_sender.data(), a.scattered = scattered_.data();
+  a.local_centre = out.local_centre.data();
   a.num_batches = B, a.size = size;
   run("clebsch_edges_count", E);
   run("clebsch_scan_chunks", (size + kScanChunk - 1) / kScanChunk);
   run("clebsch_scan_chunk_sums", 1);
   run("clebsch_scan_finish", (size + kScanChunk - 1) / kScanChunk);
   run("clebsch_edges_scatter", E);
-  run("clebsch_edges_sort_segments", size);
+  run("clebsch_edges_rank", E);
   // The uploads above read host vectors that outlive the call (out's and this object's).
   return true;
 }

@@ -6,7 +6,7 @@
 // (templates/edge_order_kernels.cuh.in) need the edges already sorted by centre, as LAMMPS's
 // neighbor lists give them; for any other graph, and for any index out of range, build()
 // declines and the engine takes the host path, which also words the error. The result equals
-// order_edges_by_centre's, array for array (the by-sender segments are sorted after the atomic
+// order_edges_by_centre's, array for array (the by-sender segments are ranked after the atomic
 // scatter), so both paths sum in the same order.
 #pragma once
 
@@ -36,7 +36,7 @@ class EdgeOrderKernels {
  private:
   DeviceBackend& backend_;
   std::unique_ptr<DeviceModule> module_;
-  DeviceArray<int> counts_, chunk_sums_, batch_edge_, batch_centre_;
+  DeviceArray<int> counts_, chunk_sums_, batch_edge_, batch_centre_, scattered_;
   DeviceArray<unsigned> status_;
   std::vector<int> centre_ptr_, local_centre_ptr_;  // host copies (uploads read them)
 };

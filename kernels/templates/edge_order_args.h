@@ -16,6 +16,7 @@ struct EdgeOrderArgs {
   int* scan;                ///< exclusive scan of counts (same size), then sender CSRs
   int* chunk_sums;          ///< [ceil(size/kScanChunk)]
   int* by_sender;           ///< [num_edges]
+  int* scattered;           ///< [num_edges] by_sender before ranking: segments in atomic order
   int* local_centre;        ///< [num_edges]
   int* perm;                ///< [num_edges]
   unsigned* status;         ///< bit 0: an index out of range; bit 1: centres not sorted
