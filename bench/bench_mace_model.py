@@ -279,6 +279,7 @@ def main() -> int:
     kw["atomic_numbers"] = sorted(set(range(1, args.elements + 1)) | {29})
     model = build_mace(seed=0, dtype=torch.float64, **kw)
     info["parameters"] = sum(p.numel() for p in model.parameters())
+    info["accumulation"] = "atomic" if args.atomic else "deterministic"  # the CUDA engines'
     model_json, tensors = read_mace.export_mace(model)
     mpath = out_dir / "model.safetensors"
     write.write_model(mpath, model_json, tensors)
