@@ -157,6 +157,7 @@ NequipDeviceSelfConnection<T>::NequipDeviceSelfConnection(DeviceBackend& backend
       w.push_back(static_cast<T>(c0 * k));
     blocks_.push_back(b);
   }
+  for (DeviceLinearBlock& b : blocks_) b.append_transposed(w, num_species);
   weights_.upload(w);
   backend.synchronize(nullptr);
 }

@@ -79,6 +79,7 @@ DeviceLinear<T>::DeviceLinear(DeviceBackend& backend, const model::TensorProduct
       w.push_back(static_cast<T>(c0 * tp.weight[p.weight_offset + k]));
     ins_.push_back(di);
   }
+  for (Ins& di : ins_) di.append_transposed(w, num_species);
   weights_.upload(w);
 }
 
