@@ -64,9 +64,10 @@ namespace {
 
 }    // namespace
 
-std::unique_ptr<Engine> load_cuda_engine(
-    const model::Model &model, Precision precision, bool deterministic, int device,
-    long long edge_batch, const std::vector<std::pair<std::string, double>> &structure_inputs)
+std::unique_ptr<Engine>
+load_cuda_engine(const model::Model &model, Precision precision, bool deterministic, int device,
+                 long long edge_batch,
+                 const std::vector<std::pair<std::string, double>> &structure_inputs)
 {
   char error[2048] = {0};
   std::vector<const char *> names;
@@ -75,9 +76,9 @@ std::unique_ptr<Engine> load_cuda_engine(
     names.push_back(name.c_str());
     values.push_back(value);
   }
-  void *e = factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device,
-                      edge_batch, names.data(), values.data(), static_cast<int>(names.size()),
-                      error, sizeof error);
+  void *e =
+      factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device, edge_batch,
+                names.data(), values.data(), static_cast<int>(names.size()), error, sizeof error);
   if (!e) throw std::runtime_error(std::string("device gpu: ") + error);
   return std::unique_ptr<Engine>(static_cast<Engine *>(e));
 }

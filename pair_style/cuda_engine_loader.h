@@ -23,8 +23,9 @@ namespace clebsch {
 /// loader's reason when the library cannot be loaded, or the engine's own reason (no driver, no
 /// device, unsupported model). @p edge_batch: CudaEngineOptions::edge_batch (0: automatic).
 /// @p structure_inputs: CudaEngineOptions::structure_inputs (the pair style's charge and spin).
-std::unique_ptr<Engine> load_cuda_engine(
-    const model::Model &model, Precision precision, bool deterministic, int device,
-    long long edge_batch, const std::vector<std::pair<std::string, double>> &structure_inputs = {});
+std::unique_ptr<Engine>
+load_cuda_engine(const model::Model &model, Precision precision, bool deterministic, int device,
+                 long long edge_batch,
+                 const std::vector<std::pair<std::string, double>> &structure_inputs = {});
 
 }    // namespace clebsch

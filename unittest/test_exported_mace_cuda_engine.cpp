@@ -705,7 +705,8 @@ struct ArchCase {
 const std::vector<ArchCase>& arch_cases() {
   static const std::vector<ArchCase> cases = [] {
     std::vector<ArchCase> out;
-    for (const test::GoldenCase& c : test::golden_cases("mace_arch", "MACE (newer architectures)")) {
+    for (const test::GoldenCase& c :
+         test::golden_cases("mace_arch", "MACE (newer architectures)")) {
       ArchCase a{c.name, read_model(c.model_path), {}};
       const nlohmann::json gj =
           nlohmann::json::parse(SafetensorsFile::read(c.golden_path).metadata("golden_json"));
@@ -767,7 +768,8 @@ ArchErrors arch_errors(const System& s, const EngineResult& r, const EngineResul
 }
 
 std::vector<System> arch_systems(const model::Model& m) {
-  return {periodic_cell(m.num_species(), 11, m.r_max), cluster(6, m.num_species(), 2.6, 7, m.r_max)};
+  return {periodic_cell(m.num_species(), 11, m.r_max),
+          cluster(6, m.num_species(), 2.6, 7, m.r_max)};
 }
 
 // Float64 to 1e-10 (relative where values exceed 1) in both accumulation modes, with one edge
@@ -832,8 +834,8 @@ TEST(MaceCudaEngine, NonLinearBlocksStayWithinTheFloat32Band) {
           const ArchErrors e = arch_errors(s, r, ref), eh = arch_errors(s, h32, ref);
           std::cout << "  [" << be << " " << to_string(p) << "] " << c.name << ": device |dE|/N "
                     << e.energy << ", max|de_i| " << e.atom_energy << ", max|dF| " << e.force
-                    << ", max|dW| " << e.virial << "; host " << eh.energy << ", "
-                    << eh.atom_energy << ", " << eh.force << ", " << eh.virial << "\n";
+                    << ", max|dW| " << e.virial << "; host " << eh.energy << ", " << eh.atom_energy
+                    << ", " << eh.force << ", " << eh.virial << "\n";
           const double es = std::max(1.0, max_abs(ref.atom_energy));
           EXPECT_LE(e.energy, std::max(1e-5 * es, 2 * eh.energy));
           EXPECT_LE(e.atom_energy, std::max(1e-5 * es, 2 * eh.atom_energy));
@@ -848,12 +850,14 @@ TEST(MaceCudaEngine, NonLinearBlocksStayWithinTheFloat32Band) {
 // MaceArchGolden test holds the host engine to).
 TEST(MaceCudaEngine, NonLinearBlocksMatchMaceTorch) {
   for (const std::string& be : backends())
-    for (const test::GoldenCase& gc : test::golden_cases("mace_arch", "MACE (newer architectures)")) {
+    for (const test::GoldenCase& gc :
+         test::golden_cases("mace_arch", "MACE (newer architectures)")) {
       const auto it = std::find_if(arch_cases().begin(), arch_cases().end(),
                                    [&](const ArchCase& a) { return a.name == gc.name; });
       ASSERT_NE(it, arch_cases().end());
       auto dev = arch_engine(*it, Precision::kFloat64, be);
-      for (test::GoldenStructure s : test::golden_structures(SafetensorsFile::read(gc.golden_path))) {
+      for (test::GoldenStructure s :
+           test::golden_structures(SafetensorsFile::read(gc.golden_path))) {
         SCOPED_TRACE(be + " " + gc.name + " " + s.name);
         for (double& x : s.vectors) x = -x;  // MACE's centre minus neighbour
         const test::GoldenErrors e = test::compare_to_golden(*dev, s);

@@ -6,7 +6,8 @@
 // and without accumulation), DeviceMlp (the radial MLPs, forward and backward), and the sparse
 // symmetric-contraction tables (mace_contraction_tables.h) evaluated on the host against
 // SymmetricContraction::forward; DeviceMlp with LayerNorm and biases against the host Mlp and
-// DeviceGate against the host Gate (src/nn/gate.h). Emulated backend (no GPU needed), and the GPU when present.
+// DeviceGate against the host Gate (src/nn/gate.h). Emulated backend (no GPU needed), and the GPU
+// when present.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,8 +248,8 @@ TEST_P(DeviceOps, LayerNormAndBiasMlpMatchesTheHostEngine) {
   DeviceArray<double> dy(*backend_, rows * dev.dim_out()), dgx(*backend_, x.size());
   dev.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
   dev.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
-  std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)), g = gy,
-                      gx(x.size()), work(2 * rows * host.max_width());
+  std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)),
+      g = gy, gx(x.size()), work(2 * rows * host.max_width());
   host.forward(rows, x.data(), y.data(), scratch.data());
   host.backward(rows, scratch.data(), g.data(), gx.data(), work.data());
   EXPECT_LE(test::rel_error(dy.download(), y), 1e-14);
@@ -263,12 +264,10 @@ TEST_P(DeviceOps, LayerNormAndBiasMlpMatchesTheHostEngine) {
 // and gated irreps of several l, an identity (None) activation; forward and backward.
 TEST_P(DeviceOps, GateMatchesTheHostGate) {
   const Irreps scalars("3x0e+1x0o"), gates("2x0e+1x0e"), gated("2x1o+1x2e");
-  const Gate host(scalars,
-                  {ScaledActivation(ActivationKind::kSilu, 1.3),
-                   ScaledActivation(ActivationKind::kTanh, 0.9)},
-                  gates,
-                  {ScaledActivation(ActivationKind::kTanh, 1.1), ScaledActivation::none()},
-                  gated);
+  const Gate host(
+      scalars,
+      {ScaledActivation(ActivationKind::kSilu, 1.3), ScaledActivation(ActivationKind::kTanh, 0.9)},
+      gates, {ScaledActivation(ActivationKind::kTanh, 1.1), ScaledActivation::none()}, gated);
   model::Gate m;
   m.irreps_in = host.irreps_in(), m.irreps_out = host.irreps_out();
   m.irreps_scalars = scalars, m.irreps_gates = gates, m.irreps_gated = gated;
@@ -279,8 +278,7 @@ TEST_P(DeviceOps, GateMatchesTheHostGate) {
   m.index_gated.assign(q.begin() + ns + ng, q.end());
   m.act_scalars = {model::Activation{"silu", model::Activation::Kind::kSilu, 1.3},
                    model::Activation{"tanh", model::Activation::Kind::kTanh, 0.9}};
-  m.act_gates = {model::Activation{"tanh", model::Activation::Kind::kTanh, 1.1},
-                 std::nullopt};
+  m.act_gates = {model::Activation{"tanh", model::Activation::Kind::kTanh, 1.1}, std::nullopt};
   DeviceGate<double> dev(*backend_, m, "test gate");
   ASSERT_EQ(dev.dim_in(), host.irreps_in().dim());
   ASSERT_EQ(dev.dim_out(), host.irreps_out().dim());

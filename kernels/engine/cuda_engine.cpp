@@ -45,7 +45,8 @@ extern "C" void* clebsch_cuda_create_engine_v3(const void* model, int precision,
       throw clebsch::Error("structure inputs: " + std::to_string(num_inputs) +
                            " given with a null array");
     clebsch::cuda::CudaEngineOptions o;
-    for (int k = 0; k < num_inputs; ++k) o.structure_inputs.emplace_back(input_names[k], input_values[k]);
+    for (int k = 0; k < num_inputs; ++k)
+      o.structure_inputs.emplace_back(input_names[k], input_values[k]);
     o.deterministic = deterministic != 0;
     o.device = device;
     o.edge_batch = static_cast<std::size_t>(edge_batch);

@@ -92,10 +92,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     a->bind(b);
   status_.bind(b);
   wb_.bind(b), wfb_.bind(b);
-  for (auto* a : {&Y_,  &ef_,      &fc_,   &h_,  &h_prev_, &sc_,        &Mraw_,     &B_,   &ones_,
-                  &gh_, &gh_prev_, &gB_,   &gA_, &gMl_,    &gMraw_,     &gdens_,    &ghu_, &gyT_,
-                  &gw_, &gef_,     &grho_, &gy_, &gz_,     &hu0_table_, &sc0_table_,
-                  &gyg_, &gX_,     &ghu_res_, &gz2_})
+  for (auto* a :
+       {&Y_,       &ef_, &fc_, &h_,         &h_prev_,    &sc_,    &Mraw_, &B_,       &ones_, &gh_,
+        &gh_prev_, &gB_, &gA_, &gMl_,       &gMraw_,     &gdens_, &ghu_,  &gyT_,     &gw_,   &gef_,
+        &grho_,    &gy_, &gz_, &hu0_table_, &sc0_table_, &gyg_,   &gX_,   &ghu_res_, &gz2_})
     a->bind(b);
   for (auto* a : {&gY_, &gE_, &gF_, &rl_, &gR_}) a->bind(b);
   rlT_.bind(b);
@@ -117,8 +117,9 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       // A = linear_2(gate(linear_1(M) / (beta D + alpha) + linear_res(hu))).
       const model::MaceInteraction::NonLinear& N = *in.nonlinear;
       if (in.radial_spline)
-        throw Error(w + ": a radial spline tabulates functions of r alone; the non-linear block's "
-                        "MLPs also read the species embeddings");
+        throw Error(w +
+                    ": a radial spline tabulates functions of r alone; the non-linear block's "
+                    "MLPs also read the species embeddings");
       if (!in.density_mlp) throw Error(w + ": the non-linear block has no density MLP");
       L.nonlinear = L.sc_on_nodes = L.density = true;
       L.linear = DeviceLinear<T>(b, N.linear_1);
@@ -180,7 +181,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     L.dim_y = in.conv_tp.descriptor.irreps_in2().dim();
     L.numel = in.conv_tp.descriptor.weight_numel();
     L.conv_width = L.fused_spline ? 1 : L.fused ? L.radial_mlp.dim_hidden() : L.numel;
-    L.dim_target = in.nonlinear ? in.nonlinear->linear_2.irreps_out.dim() : in.linear.irreps_out.dim();
+    L.dim_target =
+        in.nonlinear ? in.nonlinear->linear_2.irreps_out.dim() : in.linear.irreps_out.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
     // The fused form's hidden rows are in the MLP's scratch; only their cut copy is extra.
     const std::size_t weights = L.fused_spline ? 0
@@ -297,8 +299,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
 // The per-structure embedding (mace_embedding.h, as the host's plan_embedding): its row added to
 // every species' h0, and its readout's energy, outside the scale, added to E0.
 template <class T, class G>
-void MaceCuda<T, G>::add_structure_embedding(const model::Mace& m,
-                                             const CudaEngineOptions& options, DeviceArray<T>& h0) {
+void MaceCuda<T, G>::add_structure_embedding(const model::Mace& m, const CudaEngineOptions& options,
+                                             DeviceArray<T>& h0) {
   DeviceBackend& b = *backend_;
   const model::MaceEmbedding& E = *m.embedding;
   const int ld = layers_[0].dim_in;

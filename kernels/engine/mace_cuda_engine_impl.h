@@ -143,7 +143,8 @@ struct Readout {
   /// the caller sets the output (a) or the gradient (g).
   ActArgs act_args(const Act& act, long long rows, bool mid = false) {
     ActArgs aa{};
-    aa.z = mid ? z2.data() : z.data(), aa.rows = rows, aa.ld = linear.dim_out(), aa.c0 = act.c0, aa.c1 = act.c1;
+    aa.z = mid ? z2.data() : z.data(), aa.rows = rows, aa.ld = linear.dim_out(), aa.c0 = act.c0,
+    aa.c1 = act.c1;
     aa.kind = act.kind, aa.cst = act.cst, aa.out_scale = 1;
     return aa;
   }

@@ -68,8 +68,8 @@ void MaceCuda<T, G>::node_backward_nonlinear(int t, Stream s) {
   // q = lin1 / (beta D + alpha): dE/dD = -beta <dE/dq, q> / (beta D + alpha) and
   // dE/dlin1 = dE/dq / (beta D + alpha).
   gdens_.resize(L_);
-  gk_->row_dot(dt_,
-               RowDotArgs{gX_.data(), Lp.Ml.data(), gdens_.data(), L, dn, dn, dn, -Lp.beta, 0}, s);
+  gk_->row_dot(dt_, RowDotArgs{gX_.data(), Lp.Ml.data(), gdens_.data(), L, dn, dn, dn, -Lp.beta, 0},
+               s);
   gk_->scale_rows(dt_, ScaleRowsArgs{gdens_.data(), Lp.dens.data(), L, 1, 1, 2, Lp.alpha, Lp.beta},
                   s);
   gk_->scale_rows(dt_, ScaleRowsArgs{gX_.data(), Lp.dens.data(), L, dn, dn, 2, Lp.alpha, Lp.beta},
@@ -78,9 +78,9 @@ void MaceCuda<T, G>::node_backward_nonlinear(int t, Stream s) {
   Lp.linear.backward(*gk_, L, gX_.data(), dn, gMraw_.data(), Lp.dim_mid, false, nullptr, s);
 }
 
-#define CLEBSCH_INSTANTIATE(T, G)                                       \
-  template void MaceCuda<T, G>::mlp_input(int, Stream);                 \
-  template void MaceCuda<T, G>::node_forward_nonlinear(int, Stream);    \
+#define CLEBSCH_INSTANTIATE(T, G)                                    \
+  template void MaceCuda<T, G>::mlp_input(int, Stream);              \
+  template void MaceCuda<T, G>::node_forward_nonlinear(int, Stream); \
   template void MaceCuda<T, G>::node_backward_nonlinear(int, Stream);
 CLEBSCH_INSTANTIATE(double, double)
 CLEBSCH_INSTANTIATE(float, float)

@@ -7,10 +7,10 @@
 // the geometry precision (nequip_edge_geometry). Per layer: linear_1 (DeviceLinear) and the
 // per-species normalisation on every node, the edge MLP (DeviceMlp), the generated uvu
 // convolution (ConvRunner: receiver pass forward, fused sender pass backward), linear_2, the
-// self-connection (nequip_device_ops.h) and the gate (device_gate.h), the optional resnet; then the readout MLP,
-// the per-species scale/shift and the ZBL sum (nequip_energy). The backward is written by hand,
-// layer by layer in reverse, down to dE/dY and dE/d(radial embedding) summed over layers in the
-// geometry precision, from which nequip_edge_gradient makes dE/dvector. Rows are in e3nn's
+// self-connection (nequip_device_ops.h) and the gate (device_gate.h), the optional resnet; then the
+// readout MLP, the per-species scale/shift and the ZBL sum (nequip_energy). The backward is written
+// by hand, layer by layer in reverse, down to dE/dY and dE/d(radial embedding) summed over layers
+// in the geometry precision, from which nequip_edge_gradient makes dE/dvector. Rows are in e3nn's
 // mul_ir layout throughout (the host engine's component-major rows are its own CPU layout).
 //
 // The per-edge weight stage (edge MLP -> convolution) runs in batches of whole centres

@@ -19,8 +19,7 @@ struct Act {
 
 Act act_of(const std::optional<model::Activation>& a, const std::string& where) {
   if (!a) return {};
-  if (!std::isfinite(a->cst))
-    throw Error(where + " activation " + a->name + " has non-finite cst");
+  if (!std::isfinite(a->cst)) throw Error(where + " activation " + a->name + " has non-finite cst");
   if (a->kind == model::Activation::Kind::kGelu || a->kind == model::Activation::Kind::kMish)
     throw Error(where + " activation " + a->name +
                 " is not supported on the GPU yet; use device cpu");
@@ -30,12 +29,10 @@ Act act_of(const std::optional<model::Activation>& a, const std::string& where) 
 }  // namespace
 
 template <class T>
-DeviceGate<T>::DeviceGate(DeviceBackend& backend, const model::Gate& m,
-                                      const std::string& where)
+DeviceGate<T>::DeviceGate(DeviceBackend& backend, const model::Gate& m, const std::string& where)
     : dim_in_(m.irreps_in.dim()), dim_out_(m.irreps_out.dim()) {
   const auto [scalar_acts, gate_acts, copy_begin, copy_dim] = model::check_gate<Act>(
-      m, where,
-      [&](const std::optional<model::Activation>& a) { return act_of(a, where); });
+      m, where, [&](const std::optional<model::Activation>& a) { return act_of(a, where); });
   const int ns = static_cast<int>(m.index_scalars.size());
   std::vector<int> src(dim_out_, 0), gate(dim_out_, -1), kind(dim_out_, -1);
   std::vector<double> cst(dim_out_, 1.0);
@@ -44,8 +41,7 @@ DeviceGate<T>::DeviceGate(DeviceBackend& backend, const model::Gate& m,
   std::vector<double> in_cst(dim_in_, 1.0);
   // Each input feeds one output role; a model whose index lists overlap is not a Gate.
   const auto claim = [&](int c) {
-    if (in_kind[c] != 0)
-      throw Error(where + " uses input " + std::to_string(c) + " twice");
+    if (in_kind[c] != 0) throw Error(where + " uses input " + std::to_string(c) + " twice");
   };
   for (int q = 0; q < ns; ++q) {
     const int c = m.index_scalars[q];

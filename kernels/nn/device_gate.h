@@ -31,8 +31,8 @@ class DeviceGate {
   void forward(const GenericKernels& gk, long long rows, const T* x, T* out, long long ld_out,
                Stream s) const;
   /// gx[i] = gate^T(gy[i]) at x[i] (overwritten; gy row stride ld_out).
-  void backward(const GenericKernels& gk, long long rows, const T* x, const T* gy,
-                long long ld_out, T* gx, Stream s) const;
+  void backward(const GenericKernels& gk, long long rows, const T* x, const T* gy, long long ld_out,
+                T* gx, Stream s) const;
 
  private:
   GateArgs args(long long rows) const;

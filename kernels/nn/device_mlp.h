@@ -31,8 +31,8 @@ class DeviceMlp {
   void forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s);
   /// gx[rows][dim_in] = (dy/dx)^T gy, for the rows of the last forward(); @p gy is clobbered.
   void backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s);
-  /// Whether the last layer is a plain linear map (no activation, bias or LayerNorm): the fused radial
-  /// form of the convolution (TpProblem::fused_hidden) then evaluates it per edge tile.
+  /// Whether the last layer is a plain linear map (no activation, bias or LayerNorm): the fused
+  /// radial form of the convolution (TpProblem::fused_hidden) then evaluates it per edge tile.
   bool last_layer_is_linear() const;
   /// The input width of the last layer (the last hidden width).
   int dim_hidden() const { return layers_.back().h_in; }

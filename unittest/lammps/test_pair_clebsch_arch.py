@@ -62,4 +62,6 @@ def test_device_gpu_runs_the_new_architectures(monkeypatch, nprocs):
     if not _gpu_present():
         monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
     for name, path, golden in _arch_models():
-        _check_golden(name, path, golden, nprocs=nprocs, pair_args=_pair_args(golden) + " device gpu")
+        _check_golden(
+            name, path, golden, nprocs=nprocs, pair_args=_pair_args(golden) + " device gpu"
+        )
