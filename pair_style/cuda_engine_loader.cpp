@@ -13,7 +13,8 @@
 namespace clebsch {
 namespace {
 
-  using Factory = void *(*) (const void *, int, int, int, long long, char *, std::size_t);
+  using Factory = void *(*) (const void *, int, int, int, long long, const char *const *,
+                             const double *, int, char *, std::size_t);
 
   std::string plugin_directory()
   {
@@ -48,10 +49,10 @@ namespace {
         tried += "\n  " + c + ": " + (why ? why : "not found");
         continue;
       }
-      f = reinterpret_cast<Factory>(dlsym(h, "clebsch_cuda_create_engine_v2"));
+      f = reinterpret_cast<Factory>(dlsym(h, "clebsch_cuda_create_engine_v3"));
       if (!f)
         throw std::runtime_error("device gpu: " + c +
-                                 " has no clebsch_cuda_create_engine_v2 (a "
+                                 " has no clebsch_cuda_create_engine_v3 (a "
                                  "library of another version? rebuild it with the plugin)");
       return f;
     }
@@ -63,12 +64,21 @@ namespace {
 
 }    // namespace
 
-std::unique_ptr<Engine> load_cuda_engine(const model::Model &model, Precision precision,
-                                         bool deterministic, int device, long long edge_batch)
+std::unique_ptr<Engine>
+load_cuda_engine(const model::Model &model, Precision precision, bool deterministic, int device,
+                 long long edge_batch,
+                 const std::vector<std::pair<std::string, double>> &structure_inputs)
 {
   char error[2048] = {0};
-  void *e = factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device,
-                      edge_batch, error, sizeof error);
+  std::vector<const char *> names;
+  std::vector<double> values;
+  for (const auto &[name, value] : structure_inputs) {
+    names.push_back(name.c_str());
+    values.push_back(value);
+  }
+  void *e =
+      factory()(&model, static_cast<int>(precision), deterministic ? 1 : 0, device, edge_batch,
+                names.data(), values.data(), static_cast<int>(names.size()), error, sizeof error);
   if (!e) throw std::runtime_error(std::string("device gpu: ") + error);
   return std::unique_ptr<Engine>(static_cast<Engine *>(e));
 }

@@ -234,8 +234,8 @@ void PairClebsch::build_engine(clebsch::model::Model *given)
   try {
     const clebsch::Precision precision = clebsch::precision_from_string(precision_name_);
     if (device_name_ == "gpu")
-      engine_ =
-          clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(), edge_batch_);
+      engine_ = clebsch::load_cuda_engine(model, precision, deterministic_, gpu_ordinal(),
+                                          edge_batch_, structure_values());
     else
       engine_ = clebsch::make_host_engine(model, precision, structure_values());
   } catch (std::exception &e) {

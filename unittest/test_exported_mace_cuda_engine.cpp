@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -460,6 +461,35 @@ TEST(MaceCudaEngine, EdgeBatchesMatchTheHostEngine) {
       }
 }
 
+// The cell with every image neighbour an explicit ghost node (one per atom and shift), owned
+// by its atom through an OwnerMapExchange.
+struct ImageGhosts {
+  std::vector<int> species, neighbor, owner;
+  AtomGraph graph(const System& s) const {
+    return AtomGraph{s.n(),           species.size(),  species.data(), s.center.size(),
+                     s.center.data(), neighbor.data(), s.vec.data()};
+  }
+};
+ImageGhosts image_ghosts(const System& s) {
+  ImageGhosts ig;
+  ig.species = s.species;
+  std::map<std::pair<int, std::array<int, 3>>, int> ghost_of;
+  for (std::size_t e = 0; e < s.center.size(); ++e) {
+    int nb = s.neighbor[e];
+    if (s.shift[e] != std::array<int, 3>{0, 0, 0}) {
+      auto it = ghost_of.find({nb, s.shift[e]});
+      if (it == ghost_of.end()) {
+        it = ghost_of.emplace(std::make_pair(nb, s.shift[e]), int(s.n() + ig.owner.size())).first;
+        ig.owner.push_back(nb);
+        ig.species.push_back(s.species[nb]);
+      }
+      nb = it->second;
+    }
+    ig.neighbor.push_back(nb);
+  }
+  return ig;
+}
+
 TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
   for (const Case& c : mace_cases()) {
     SCOPED_TRACE(c.name);
@@ -467,26 +497,10 @@ TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
     auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
     EngineResult ref;
     dev->compute(graph_of(s), ref, nullptr);
-    // Every image neighbour becomes an explicit ghost node.
-    std::vector<int> species = s.species, neighbor, owner;
-    std::map<std::pair<int, std::array<int, 3>>, int> ghost_of;
-    for (std::size_t e = 0; e < s.center.size(); ++e) {
-      int nb = s.neighbor[e];
-      if (s.shift[e] != std::array<int, 3>{0, 0, 0}) {
-        auto it = ghost_of.find({nb, s.shift[e]});
-        if (it == ghost_of.end()) {
-          it = ghost_of.emplace(std::make_pair(nb, s.shift[e]), int(s.n() + owner.size())).first;
-          owner.push_back(nb);
-          species.push_back(s.species[nb]);
-        }
-        nb = it->second;
-      }
-      neighbor.push_back(nb);
-    }
-    ASSERT_FALSE(owner.empty());
-    OwnerMapExchange exchange(s.n(), owner);
-    AtomGraph g{s.n(),           species.size(),  species.data(), s.center.size(),
-                s.center.data(), neighbor.data(), s.vec.data()};
+    const ImageGhosts ig = image_ghosts(s);
+    ASSERT_FALSE(ig.owner.empty());
+    OwnerMapExchange exchange(s.n(), ig.owner);
+    const AtomGraph g = ig.graph(s);
     EngineResult r;
     dev->compute(g, r, &exchange);
     expect_close(r, ref, s.n(), Tol{1e-12, 1e-12});
@@ -674,6 +688,242 @@ TEST(MaceCudaEngine, MemoryUsageIsTheBackendsLiveAllocations) {
   EXPECT_GT(device[1], device[0]);
   dev.reset();
   EXPECT_EQ(o.backend->allocated_bytes(), 0u);  // everything counted was the engine's
+}
+
+// ---- The newer foundation-model architectures (models.json arch "mace_arch") ---------------
+// mace-torch's RealAgnosticResidualNonLinearInteractionBlock, NonLinearBiasReadoutBlock and the
+// per-structure embedding (total charge and spin), from potentials/tests/mace_arch_cases.py; the
+// host engine, checked against mace-torch on them by test_exported_mace_arch_golden.cpp, is the
+// reference.
+
+struct ArchCase {
+  std::string name;
+  model::Model model;
+  std::vector<std::pair<std::string, double>> inputs;  // the golden file's structure_inputs
+};
+
+const std::vector<ArchCase>& arch_cases() {
+  static const std::vector<ArchCase> cases = [] {
+    std::vector<ArchCase> out;
+    for (const test::GoldenCase& c :
+         test::golden_cases("mace_arch", "MACE (newer architectures)")) {
+      ArchCase a{c.name, read_model(c.model_path), {}};
+      const nlohmann::json gj =
+          nlohmann::json::parse(SafetensorsFile::read(c.golden_path).metadata("golden_json"));
+      if (gj.contains("structure_inputs"))
+        for (const auto& [k, v] : gj.at("structure_inputs").items())
+          a.inputs.emplace_back(k, v.get<double>());
+      out.push_back(std::move(a));
+    }
+    EXPECT_GE(out.size(), 2u);  // MH-1-style and OMOL-style charged at least
+    return out;
+  }();
+  return cases;
+}
+
+std::unique_ptr<CudaEngine> arch_engine(const ArchCase& c, Precision p, const std::string& be,
+                                        bool deterministic = true, std::size_t edge_batch = 0) {
+  CudaEngineOptions o;
+  o.deterministic = deterministic;
+  o.edge_batch = edge_batch;
+  o.backend = make_backend(be);
+  o.structure_inputs = c.inputs;
+  return make_cuda_engine(c.model, p, o);
+}
+
+MaceEngine arch_host(const ArchCase& c, Precision p) {
+  MaceEngineOptions o;
+  o.structure_inputs = c.inputs;
+  return MaceEngine(c.model, p, o);
+}
+
+// Forces (F[centre] += g, F[neighbour] -= g) and the virial -(G + G^T)/2, G = sum v (x) g, as
+// the pair style makes them from dE/dvector.
+struct Observables {
+  Vec forces, virial;
+};
+Observables observables(const System& s, const EngineResult& r) {
+  Observables o{Vec(3 * s.n(), 0.0), Vec(9, 0.0)};
+  for (std::size_t k = 0; k < s.center.size(); ++k)
+    for (int a = 0; a < 3; ++a) {
+      o.forces[3 * s.center[k] + a] += r.edge_gradient[3 * k + a];
+      o.forces[3 * s.neighbor[k] + a] -= r.edge_gradient[3 * k + a];
+      for (int b = 0; b < 3; ++b) {
+        o.virial[3 * a + b] -= 0.5 * s.vec[3 * k + a] * r.edge_gradient[3 * k + b];
+        o.virial[3 * b + a] -= 0.5 * s.vec[3 * k + a] * r.edge_gradient[3 * k + b];
+      }
+    }
+  return o;
+}
+
+// Largest error of @p r against @p ref over energy (per atom), atom energies, forces and virial.
+struct ArchErrors {
+  double energy, atom_energy, force, virial;
+  double max() const { return std::max({energy, atom_energy, force, virial}); }
+};
+ArchErrors arch_errors(const System& s, const EngineResult& r, const EngineResult& ref) {
+  const Observables o = observables(s, r), oref = observables(s, ref);
+  return {std::abs(r.energy - ref.energy) / s.n(), max_diff(r.atom_energy, ref.atom_energy),
+          max_diff(o.forces, oref.forces), max_diff(o.virial, oref.virial)};
+}
+
+std::vector<System> arch_systems(const model::Model& m) {
+  return {periodic_cell(m.num_species(), 11, m.r_max),
+          cluster(6, m.num_species(), 2.6, 7, m.r_max)};
+}
+
+// Float64 to 1e-10 (relative where values exceed 1) in both accumulation modes, with one edge
+// batch and with batches of a third of the edges (the MLP input rows and weights recomputed in
+// the backward, the basis gradient accumulated batch after batch).
+TEST(MaceCudaEngine, NonLinearBlocksMatchTheHostEngineInFloat64) {
+  for (const std::string& be : backends())
+    for (const ArchCase& c : arch_cases()) {
+      MaceEngine host = arch_host(c, Precision::kFloat64);
+      for (const System& s : arch_systems(c.model)) {
+        ASSERT_GT(s.center.size(), 10u);
+        EngineResult ref;
+        host.compute(graph_of(s), ref, nullptr);
+        ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);  // a meaningful comparison
+        const Observables oref = observables(s, ref);
+        for (bool det : {true, false})
+          for (std::size_t batch : {std::size_t(0), s.center.size() / 3 + 1}) {
+            SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " batch " +
+                         std::to_string(batch));
+            auto dev = arch_engine(c, Precision::kFloat64, be, det, batch);
+            EngineResult r;
+            dev->compute(graph_of(s), r, nullptr);
+            const ArchErrors e = arch_errors(s, r, ref);
+            // Relative where the values exceed 1 (random weights make large energies).
+            const double se = std::max(1.0, std::abs(ref.energy) / s.n()),
+                         sa = std::max(1.0, max_abs(ref.atom_energy)),
+                         sf = std::max(1.0, max_abs(oref.forces)),
+                         sw = std::max(1.0, max_abs(oref.virial));
+            std::cout << "  [" << be << " fp64" << (det ? "" : " atomic") << " batch " << batch
+                      << "] " << c.name << " (" << s.n() << " atoms, " << s.center.size()
+                      << " edges, |E|/N " << std::abs(ref.energy) / s.n() << ", max|F| "
+                      << max_abs(oref.forces) << "): relative |dE|/N " << e.energy / se
+                      << ", max|de_i| " << e.atom_energy / sa << ", max|dF| " << e.force / sf
+                      << ", max|dW| " << e.virial / sw << "\n";
+            EXPECT_LE(e.energy, 1e-10 * se);
+            EXPECT_LE(e.atom_energy, 1e-10 * sa);
+            EXPECT_LE(e.force, 1e-10 * sf);
+            EXPECT_LE(e.virial, 1e-10 * sw);
+            EXPECT_LE(max_diff(r.edge_gradient, ref.edge_gradient),
+                      1e-10 * std::max(1.0, max_abs(ref.edge_gradient)));
+          }
+      }
+    }
+}
+
+// Float32 and mixed against the host engine in float64: within max(model-spec §5's band, twice
+// the host engine's own error at that precision), per quantity.
+TEST(MaceCudaEngine, NonLinearBlocksStayWithinTheFloat32Band) {
+  for (const std::string& be : backends())
+    for (const ArchCase& c : arch_cases()) {
+      MaceEngine host64 = arch_host(c, Precision::kFloat64);
+      for (Precision p : {Precision::kFloat32, Precision::kMixed}) {
+        MaceEngine host32 = arch_host(c, p);
+        auto dev = arch_engine(c, p, be);
+        for (const System& s : arch_systems(c.model)) {
+          SCOPED_TRACE(be + " " + c.name + " " + to_string(p));
+          EngineResult ref, h32, r;
+          host64.compute(graph_of(s), ref, nullptr);
+          host32.compute(graph_of(s), h32, nullptr);
+          dev->compute(graph_of(s), r, nullptr);
+          const Observables oref = observables(s, ref);
+          const ArchErrors e = arch_errors(s, r, ref), eh = arch_errors(s, h32, ref);
+          std::cout << "  [" << be << " " << to_string(p) << "] " << c.name << ": device |dE|/N "
+                    << e.energy << ", max|de_i| " << e.atom_energy << ", max|dF| " << e.force
+                    << ", max|dW| " << e.virial << "; host " << eh.energy << ", " << eh.atom_energy
+                    << ", " << eh.force << ", " << eh.virial << "\n";
+          const double es = std::max(1.0, max_abs(ref.atom_energy));
+          EXPECT_LE(e.energy, std::max(1e-5 * es, 2 * eh.energy));
+          EXPECT_LE(e.atom_energy, std::max(1e-5 * es, 2 * eh.atom_energy));
+          EXPECT_LE(e.force, std::max(1e-4 * std::max(1.0, max_abs(oref.forces)), 2 * eh.force));
+          EXPECT_LE(e.virial, std::max(1e-4 * std::max(1.0, max_abs(oref.virial)), 2 * eh.virial));
+        }
+      }
+    }
+}
+
+// The device engine against mace-torch itself on the golden structures (what the host's
+// MaceArchGolden test holds the host engine to).
+TEST(MaceCudaEngine, NonLinearBlocksMatchMaceTorch) {
+  for (const std::string& be : backends())
+    for (const test::GoldenCase& gc :
+         test::golden_cases("mace_arch", "MACE (newer architectures)")) {
+      const auto it = std::find_if(arch_cases().begin(), arch_cases().end(),
+                                   [&](const ArchCase& a) { return a.name == gc.name; });
+      ASSERT_NE(it, arch_cases().end());
+      auto dev = arch_engine(*it, Precision::kFloat64, be);
+      for (test::GoldenStructure s :
+           test::golden_structures(SafetensorsFile::read(gc.golden_path))) {
+        SCOPED_TRACE(be + " " + gc.name + " " + s.name);
+        for (double& x : s.vectors) x = -x;  // MACE's centre minus neighbour
+        const test::GoldenErrors e = test::compare_to_golden(*dev, s);
+        EXPECT_LE(e.energy_rel, 1e-12);
+        EXPECT_LE(e.node_energy, 1e-12 * std::max(1.0, test::max_abs(s.node_energy)));
+        EXPECT_LE(e.force, 1e-10 * std::max(1.0, test::max_abs(s.forces)));
+        EXPECT_LE(e.virial, 1e-10 * std::max(1.0, test::max_abs(s.virial)));
+      }
+    }
+}
+
+// Ghost rows through a GhostExchange (the non-linear block's linear_res reads the local hu rows,
+// whose gradient joins the exchanged one) give the no-ghost result, in one batch and several.
+TEST(MaceCudaEngine, NonLinearBlocksWithGhostAtomsGiveTheNoGhostResult) {
+  for (const ArchCase& c : arch_cases()) {
+    SCOPED_TRACE(c.name);
+    const System s = periodic_cell(c.model.num_species(), 5, c.model.r_max);
+    const ImageGhosts ig = image_ghosts(s);
+    ASSERT_FALSE(ig.owner.empty());
+    for (std::size_t batch : {std::size_t(0), std::size_t(3)}) {
+      auto dev = arch_engine(c, Precision::kFloat64, "emulated", true, batch);
+      EngineResult ref, r;
+      dev->compute(graph_of(s), ref, nullptr);
+      OwnerMapExchange exchange(s.n(), ig.owner);
+      dev->compute(ig.graph(s), r, &exchange);
+      expect_close(r, ref, s.n(), Tol{1e-12, 1e-12});
+      EXPECT_EQ(exchange.forward_calls, dev->num_layers() - 1);
+    }
+  }
+}
+
+// A model with an embedding: built without its inputs, the device engine refuses with the host
+// engine's message; another charge gives the host engine's energy at that charge (the embedding
+// is not a constant the device engine got from elsewhere).
+TEST(MaceCudaEngine, NonLinearModelsWithAnEmbeddingUseTheirStructureInputs) {
+  int with_embedding = 0;
+  for (const ArchCase& c : arch_cases()) {
+    if (!c.model.mace->embedding) continue;
+    ++with_embedding;
+    SCOPED_TRACE(c.name);
+    std::string host_msg, dev_msg;
+    try {
+      MaceEngine host(c.model, Precision::kFloat64);
+    } catch (const Error& e) {
+      host_msg = e.what();
+    }
+    ArchCase bare{c.name, c.model, {}};
+    try {
+      arch_engine(bare, Precision::kFloat64, "emulated");
+    } catch (const Error& e) {
+      dev_msg = e.what();
+    }
+    EXPECT_FALSE(host_msg.empty());
+    EXPECT_EQ(dev_msg, host_msg);
+    ArchCase other = c;
+    for (auto& [name, value] : other.inputs)
+      if (name == "total_charge") value += 1;
+    const System s = periodic_cell(c.model.num_species(), 11, c.model.r_max);
+    EngineResult ref, r, base;
+    arch_host(other, Precision::kFloat64).compute(graph_of(s), ref, nullptr);
+    arch_engine(other, Precision::kFloat64, "emulated")->compute(graph_of(s), r, nullptr);
+    arch_host(c, Precision::kFloat64).compute(graph_of(s), base, nullptr);
+    EXPECT_GT(std::abs(ref.energy - base.energy), 1e-8);  // the charge matters
+    expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+  }
+  EXPECT_GE(with_embedding, 1);
 }
 
 }  // namespace

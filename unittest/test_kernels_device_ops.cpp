@@ -5,9 +5,14 @@
 // MACE model: DeviceLinear (o3.Linear and the species-selected skip_tp, forward and transpose, with
 // and without accumulation), DeviceMlp (the radial MLPs, forward and backward), and the sparse
 // symmetric-contraction tables (mace_contraction_tables.h) evaluated on the host against
-// SymmetricContraction::forward. Emulated backend (no GPU needed), and the GPU when present.
+// SymmetricContraction::forward; DeviceMlp with LayerNorm and biases against the host Mlp and
+// DeviceGate against the host Gate (src/nn/gate.h). Emulated backend (no GPU needed), and the GPU
+// when present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <random>
 
 #include "clebsch/cuda/device/cuda_driver.h"
@@ -15,11 +20,14 @@
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/mace_contraction_tables.h"
 #include "clebsch/cuda/engine/mace_cuda_source.h"
+#include "clebsch/cuda/nn/device_gate.h"
 #include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/nn/device_mlp.h"
 #include "clebsch/cuda/templates/mace_device_args.h"
 #include "clebsch/engine/mace_kernels.h"
 #include "clebsch/model/model_reader.h"
+#include "clebsch/nn/activation.h"
+#include "clebsch/nn/gate.h"
 #include "clebsch/nn/symmetric_contraction.h"
 #include "kernels/kernel_test_util.h"
 
@@ -206,6 +214,85 @@ TEST_P(DeviceOps, GeneratedSymmetricContractionMatchesTheHostEngine) {
           gA[(i * C + c) * D + k] = gA_dev[i * lay.row + lay.base[k] + c * lay.stride[k]];
     EXPECT_LE(test::rel_error(gA, gA_ref), 1e-13);
   }
+}
+
+// mace-torch's RadialMLP (the non-linear interaction block's radial and density MLPs):
+// Linear with bias, LayerNorm, SiLU per hidden layer, a last layer with a bias and no activation
+// (which the activation kernel cannot add), against the host engine's Mlp, forward and backward.
+TEST_P(DeviceOps, LayerNormAndBiasMlpMatchesTheHostEngine) {
+  model::Mlp m;
+  const int widths[] = {7, 8, 6, 5};
+  for (int l = 0; l < 3; ++l) {
+    model::Mlp::Layer L;
+    L.h_in = widths[l], L.h_out = widths[l + 1];
+    L.weight = test::randn(L.h_in * L.h_out, 20 + l);
+    L.bias = test::randn(L.h_out, 30 + l);
+    L.weight_scale = 1.0 / std::sqrt(double(L.h_in));
+    if (l < 2) {
+      model::Mlp::Layer::LayerNorm ln;
+      ln.weight = test::randn(L.h_out, 40 + l);
+      ln.bias = test::randn(L.h_out, 50 + l);
+      ln.eps = 1e-5;
+      L.layer_norm = ln;
+      L.activation = model::Activation{"silu", model::Activation::Kind::kSilu, 1.6};
+    }
+    m.layers.push_back(L);
+  }
+  DeviceMlp<double> dev(*backend_, m, "radial_mlp");
+  EXPECT_FALSE(dev.last_layer_is_linear());  // the fused radial form must not take it
+  mace_detail::Mlp<double> host(m, "radial_mlp");
+  const int rows = 11;
+  const std::vector<double> x = test::randn(rows * dev.dim_in(), 5),
+                            gy = test::randn(rows * dev.dim_out(), 6);
+  auto dx = up(x), dgy = up(gy);
+  DeviceArray<double> dy(*backend_, rows * dev.dim_out()), dgx(*backend_, x.size());
+  dev.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
+  dev.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
+  std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)),
+      g = gy, gx(x.size()), work(2 * rows * host.max_width());
+  host.forward(rows, x.data(), y.data(), scratch.data());
+  host.backward(rows, scratch.data(), g.data(), gx.data(), work.data());
+  EXPECT_LE(test::rel_error(dy.download(), y), 1e-14);
+  EXPECT_LE(test::rel_error(dgx.download(), gx), 1e-13);
+  double gmax = 0;
+  for (double v : gx) gmax = std::max(gmax, std::abs(v));
+  EXPECT_GT(gmax, 1e-3);  // a meaningful comparison
+}
+
+// DeviceGate (the generic gate kernels, shared by the NequIP engine and MACE's non-linear block)
+// against the host's e3nn Gate (src/nn/gate.h) on mul_ir rows: scalars with an odd scalar, gates
+// and gated irreps of several l, an identity (None) activation; forward and backward.
+TEST_P(DeviceOps, GateMatchesTheHostGate) {
+  const Irreps scalars("3x0e+1x0o"), gates("2x0e+1x0e"), gated("2x1o+1x2e");
+  const Gate host(
+      scalars,
+      {ScaledActivation(ActivationKind::kSilu, 1.3), ScaledActivation(ActivationKind::kTanh, 0.9)},
+      gates, {ScaledActivation(ActivationKind::kTanh, 1.1), ScaledActivation::none()}, gated);
+  model::Gate m;
+  m.irreps_in = host.irreps_in(), m.irreps_out = host.irreps_out();
+  m.irreps_scalars = scalars, m.irreps_gates = gates, m.irreps_gated = gated;
+  const std::vector<int>& q = host.gather();
+  const int ns = scalars.dim(), ng = gates.dim();
+  m.index_scalars.assign(q.begin(), q.begin() + ns);
+  m.index_gates.assign(q.begin() + ns, q.begin() + ns + ng);
+  m.index_gated.assign(q.begin() + ns + ng, q.end());
+  m.act_scalars = {model::Activation{"silu", model::Activation::Kind::kSilu, 1.3},
+                   model::Activation{"tanh", model::Activation::Kind::kTanh, 0.9}};
+  m.act_gates = {model::Activation{"tanh", model::Activation::Kind::kTanh, 1.1}, std::nullopt};
+  DeviceGate<double> dev(*backend_, m, "test gate");
+  ASSERT_EQ(dev.dim_in(), host.irreps_in().dim());
+  ASSERT_EQ(dev.dim_out(), host.irreps_out().dim());
+  const int rows = 6, din = dev.dim_in(), dout = dev.dim_out();
+  const std::vector<double> x = test::randn(rows * din, 7), gy = test::randn(rows * dout, 8);
+  auto dx = up(x), dgy = up(gy);
+  DeviceArray<double> dy(*backend_, rows * dout), dgx(*backend_, rows * din);
+  dev.forward(*gk_, rows, dx.data(), dy.data(), dout, nullptr);
+  dev.backward(*gk_, rows, dx.data(), dgy.data(), dout, dgx.data(), nullptr);
+  std::vector<double> y(rows * dout), gx(rows * din);
+  host.forward(rows, x.data(), y.data());
+  host.backward(rows, x.data(), gy.data(), gx.data());
+  EXPECT_LE(test::rel_error(dy.download(), y), 1e-14);
+  EXPECT_LE(test::rel_error(dgx.download(), gx), 1e-14);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, DeviceOps, ::testing::Values("emulated", "cuda"),

@@ -50,7 +50,11 @@ std::vector<KernelSpec> generic_kernel_specs() {
                           {"act_backward", "ActArgs"},
                           {"scale_rows", "ScaleRowsArgs"},
                           {"row_dot", "RowDotArgs"},
-                          {"permute", "PermuteArgs"}};
+                          {"permute", "PermuteArgs"},
+                          {"gate_forward", "GateArgs"},
+                          {"gate_backward", "GateArgs"},
+                          {"layer_norm_forward", "LayerNormArgs"},
+                          {"layer_norm_backward", "LayerNormArgs"}};
   for (auto& k : one)
     for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
@@ -167,6 +171,18 @@ void GenericKernels::scale_rows(DType t, const ScaleRowsArgs& a, Stream s) const
 }
 void GenericKernels::row_dot(DType t, const RowDotArgs& a, Stream s) const {
   backend_.launch(k("row_dot", t), grid_for(a.rows), s, a);
+}
+void GenericKernels::gate_forward(DType t, const GateArgs& a, Stream s) const {
+  backend_.launch(k("gate_forward", t), grid_for(a.rows * a.dim_out), s, a);
+}
+void GenericKernels::gate_backward(DType t, const GateArgs& a, Stream s) const {
+  backend_.launch(k("gate_backward", t), grid_for(a.rows * a.dim_in), s, a);
+}
+void GenericKernels::layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const {
+  backend_.launch(k("layer_norm_forward", t), grid_for(a.rows), s, a);
+}
+void GenericKernels::layer_norm_backward(DType t, const LayerNormArgs& a, Stream s) const {
+  backend_.launch(k("layer_norm_backward", t), grid_for(a.rows), s, a);
 }
 
 GemmArgs GenericKernels::dense(const void* A, const void* B, void* C, long long m, long long n,

@@ -81,6 +81,12 @@ class GenericKernels {
   void segment_sum(DType tx, DType tout, const SegmentSumArgs& a, Stream s) const;
   void scale_rows(DType t, const ScaleRowsArgs& a, Stream s) const;
   void row_dot(DType t, const RowDotArgs& a, Stream s) const;
+  /// e3nn's Gate (GateArgs; DeviceGate builds the tables).
+  void gate_forward(DType t, const GateArgs& a, Stream s) const;
+  void gate_backward(DType t, const GateArgs& a, Stream s) const;
+  /// torch LayerNorm on rows (LayerNormArgs; DeviceMlp's layers with one).
+  void layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const;
+  void layer_norm_backward(DType t, const LayerNormArgs& a, Stream s) const;
   /// out[0] = sum of x[0:n] in index order (float64; deterministic): an engine's total energy.
   void total(const double* x, long long n, double* out, Stream s) const;
 

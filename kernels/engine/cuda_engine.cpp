@@ -34,12 +34,19 @@ void HostGraphIndices::download(DeviceBackend& backend, const DeviceAtomGraph& g
 
 }  // namespace clebsch::cuda
 
-extern "C" void* clebsch_cuda_create_engine_v2(const void* model, int precision, int deterministic,
-                                               int device, long long edge_batch, char* error,
-                                               std::size_t error_size) {
+extern "C" void* clebsch_cuda_create_engine_v3(const void* model, int precision, int deterministic,
+                                               int device, long long edge_batch,
+                                               const char* const* input_names,
+                                               const double* input_values, int num_inputs,
+                                               char* error, std::size_t error_size) {
   try {
     if (edge_batch < 0) throw clebsch::Error("edge_batch must not be negative");
+    if (num_inputs < 0 || (num_inputs > 0 && (!input_names || !input_values)))
+      throw clebsch::Error("structure inputs: " + std::to_string(num_inputs) +
+                           " given with a null array");
     clebsch::cuda::CudaEngineOptions o;
+    for (int k = 0; k < num_inputs; ++k)
+      o.structure_inputs.emplace_back(input_names[k], input_values[k]);
     o.deterministic = deterministic != 0;
     o.device = device;
     o.edge_batch = static_cast<std::size_t>(edge_batch);

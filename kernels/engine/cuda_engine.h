@@ -6,7 +6,7 @@
 // host results out), a CudaEngine takes device-resident inputs on the caller's stream through
 // compute_device(), for callers that keep atoms on the device (the Kokkos pair style).
 //
-// The library also exports an extern "C" factory, clebsch_cuda_create_engine_v2, that the LAMMPS
+// The library also exports an extern "C" factory, clebsch_cuda_create_engine_v3, that the LAMMPS
 // plugin resolves with dlopen/dlsym, so that the plugin never links libclebsch_cuda (and with it
 // the CUDA toolkit's libraries) and still loads on machines without a GPU.
 #pragma once
@@ -62,6 +62,10 @@ struct CudaEngineOptions {
   /// With fused_radial: a layer that cannot run fused is an error (CapacityError naming it)
   /// instead of running unfused (tests that must exercise the fused form).
   bool require_fused_radial = false;
+  /// Per-structure inputs of MACE models with an embedding (mace embedding_specs), by name, as
+  /// MaceEngineOptions::structure_inputs: e.g. {"total_charge", 0}, {"total_spin", 1}. A model
+  /// that needs one that is absent is refused at construction; unused names are ignored.
+  std::vector<std::pair<std::string, double>> structure_inputs;
 };
 
 /// A graph whose arrays are device pointers (of the engine's backend), valid during the call.
@@ -118,9 +122,13 @@ extern "C" {
 /// reason in @p error (a buffer of @p error_size bytes). @p model is a const
 /// clebsch::model::Model*. The caller owns the engine and deletes it through Engine's virtual
 /// destructor (same C++ runtime: plugin and library are built together). @p edge_batch is
-/// CudaEngineOptions:: edge_batch (0: automatic). With $CLEBSCH_CUDA_BACKEND=emulated the engine
-/// runs on the emulated backend (tests of the LAMMPS integration without a GPU). v2: edge_batch
-/// added (a plugin looking for v1 fails to load this library with a message, not a wrong call).
-void* clebsch_cuda_create_engine_v2(const void* model, int precision, int deterministic, int device,
-                                    long long edge_batch, char* error, std::size_t error_size);
+/// CudaEngineOptions:: edge_batch (0: automatic). @p input_names / @p input_values
+/// (@p num_inputs of each, may be null when 0) are CudaEngineOptions::structure_inputs. With
+/// $CLEBSCH_CUDA_BACKEND=emulated the engine runs on the emulated backend (tests of the LAMMPS
+/// integration without a GPU). v2: edge_batch added; v3: the structure inputs (a plugin looking
+/// for an older version fails to load this library with a message, not a wrong call).
+void* clebsch_cuda_create_engine_v3(const void* model, int precision, int deterministic, int device,
+                                    long long edge_batch, const char* const* input_names,
+                                    const double* input_values, int num_inputs, char* error,
+                                    std::size_t error_size);
 }

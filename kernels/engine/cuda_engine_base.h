@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "clebsch/cuda/device/device_array.h"
@@ -23,6 +24,7 @@
 #include "clebsch/cuda/graph/edge_batch_budget.h"
 #include "clebsch/cuda/graph/edge_order_kernels.h"
 #include "clebsch/cuda/graph/edge_orderings.h"
+#include "clebsch/engine/mace_engine.h"
 #include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
@@ -51,11 +53,24 @@ class CudaEngineBase : public CudaEngine {
   ///   values.
   CudaEngineBase(const model::Model& model, Precision precision, const CudaEngineOptions& options,
                  std::size_t value_bytes)
-      : host_(model, precision), value_bytes_(value_bytes) {
+      : host_(make_host(model, precision, options)), value_bytes_(value_bytes) {
     backend_ = options.backend ? options.backend
                                : std::shared_ptr<DeviceBackend>(make_cuda_backend(options.device));
     edges_.bind(*backend_);
     edge_batch_option_ = options.edge_batch;
+  }
+
+  /// The host engine of the model's checks and metadata. A MACE one takes the structure inputs:
+  /// a model with an embedding refuses to build without them, and so does the CUDA engine.
+  static Host make_host(const model::Model& model, Precision precision,
+                        const CudaEngineOptions& options) {
+    if constexpr (std::is_same_v<Host, MaceEngine>) {
+      MaceEngineOptions o;
+      o.structure_inputs = options.structure_inputs;
+      return Host(model, precision, o);
+    } else {
+      return Host(model, precision);
+    }
   }
 
   /// Loads the engine's own module, then the generic kernels into gk_; returns the module.

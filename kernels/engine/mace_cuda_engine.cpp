@@ -51,7 +51,10 @@
 #include "clebsch/cuda/engine/mace_cuda_engine_impl.h"
 #include "clebsch/cuda/engine/mace_cuda_source.h"
 #include "clebsch/cuda/engine/radial_conv.h"
+#include "clebsch/cuda/nn/device_gate.h"
+#include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/templates/mace_device_args.h"
+#include "clebsch/engine/mace_embedding.h"
 #include "clebsch/engine/mace_engine.h"
 #include "clebsch/support/error.h"
 
@@ -89,9 +92,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     a->bind(b);
   status_.bind(b);
   wb_.bind(b), wfb_.bind(b);
-  for (auto* a : {&Y_,  &ef_,      &fc_,   &h_,  &h_prev_, &sc_,        &Mraw_,     &B_,   &ones_,
-                  &gh_, &gh_prev_, &gB_,   &gA_, &gMl_,    &gMraw_,     &gdens_,    &ghu_, &gyT_,
-                  &gw_, &gef_,     &grho_, &gy_, &gz_,     &hu0_table_, &sc0_table_})
+  for (auto* a :
+       {&Y_,       &ef_, &fc_, &h_,         &h_prev_,    &sc_,    &Mraw_, &B_,       &ones_, &gh_,
+        &gh_prev_, &gB_, &gA_, &gMl_,       &gMraw_,     &gdens_, &ghu_,  &gyT_,     &gw_,   &gef_,
+        &grho_,    &gy_, &gz_, &hu0_table_, &sc0_table_, &gyg_,   &gX_,   &ghu_res_, &gz2_})
     a->bind(b);
   for (auto* a : {&gY_, &gE_, &gF_, &rl_, &gR_}) a->bind(b);
   rlT_.bind(b);
@@ -107,9 +111,35 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     L.sc_on_nodes = in.skip_on_node_features;
     L.density = in.density_normalization;
     L.linear_up = DeviceLinear<T>(b, in.linear_up);
-    L.linear = DeviceLinear<T>(b, in.linear);
     L.product_linear = DeviceLinear<T>(b, pr.linear);
-    L.skip = DeviceLinear<T>(b, in.skip_tp, S_, w + ".skip_tp");
+    if (in.nonlinear) {
+      // The host's plan_nonlinear: sc = skip(h), the MLPs read [e | species embeddings], and
+      // A = linear_2(gate(linear_1(M) / (beta D + alpha) + linear_res(hu))).
+      const model::MaceInteraction::NonLinear& N = *in.nonlinear;
+      if (in.radial_spline)
+        throw Error(w +
+                    ": a radial spline tabulates functions of r alone; the non-linear block's "
+                    "MLPs also read the species embeddings");
+      if (!in.density_mlp) throw Error(w + ": the non-linear block has no density MLP");
+      L.nonlinear = L.sc_on_nodes = L.density = true;
+      L.linear = DeviceLinear<T>(b, N.linear_1);
+      L.skip = DeviceLinear<T>(b, N.skip);
+      L.linear_res = DeviceLinear<T>(b, N.linear_res);
+      L.linear_2 = DeviceLinear<T>(b, N.linear_2);
+      L.gate = DeviceGate<T>(b, N.gate, "MaceEngine: " + w + ".gate");
+      L.C0 = N.source_embedding.irreps_out.dim();
+      L.mlp_in = nb_ + 2 * L.C0;
+      L.dim_nonlin = N.linear_1.irreps_out.dim();
+      L.alpha = N.alpha, L.beta = N.beta;
+      if (L.gate.dim_in() != L.dim_nonlin || L.gate.dim_out() != N.linear_2.irreps_in.dim())
+        throw ModelFormatError(w + ".gate: maps " + std::to_string(L.gate.dim_in()) + " -> " +
+                               std::to_string(L.gate.dim_out()) + ", expected " +
+                               std::to_string(L.dim_nonlin) + " -> " +
+                               std::to_string(N.linear_2.irreps_in.dim()));
+    } else {
+      L.linear = DeviceLinear<T>(b, in.linear);
+      L.skip = DeviceLinear<T>(b, in.skip_tp, S_, w + ".skip_tp");
+    }
     L.radial_mlp = DeviceMlp<T>(b, in.radial_mlp, w + ".radial_mlp");
     if (L.density)
       L.density_mlp = DeviceMlp<T>(b, *in.density_mlp, w + ".density_mlp");
@@ -151,7 +181,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     L.dim_y = in.conv_tp.descriptor.irreps_in2().dim();
     L.numel = in.conv_tp.descriptor.weight_numel();
     L.conv_width = L.fused_spline ? 1 : L.fused ? L.radial_mlp.dim_hidden() : L.numel;
-    L.dim_target = in.linear.irreps_out.dim();
+    L.dim_target =
+        in.nonlinear ? in.nonlinear->linear_2.irreps_out.dim() : in.linear.irreps_out.dim();
     L.dim_hidden = pr.linear.irreps_out.dim();
     // The fused form's hidden rows are in the MLP's scratch; only their cut copy is extra.
     const std::size_t weights = L.fused_spline ? 0
@@ -163,6 +194,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // MLP keeps its own activations at the batch's size.
     batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
     budget_.batch_per_edge += mlp_scratch;
+    // The non-linear block's MLP input rows and their gradient, for every edge.
+    if (L.nonlinear) budget_.keep_per_edge += 2 * L.mlp_in, budget_.batch_per_edge += 2 * L.mlp_in;
     const ContractionTables ct = mace_contraction_tables(model, t);
     mace_symcon_layout(model, t, ct);  // checks the shapes before the module is built
     L.C = ct.C, L.dim_b = ct.dim_b;
@@ -183,6 +216,17 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     R.linear = DeviceLinear<T>(b, src.linear);
     if (src.nonlinear) {
       R.linear_2 = DeviceLinear<T>(b, *src.linear_2);
+      if (src.linear_mid) {
+        // The biases as the host's ReadoutPlan keeps them (zeros where the file has none).
+        R.has_mid = true;
+        R.linear_mid = DeviceLinear<T>(b, *src.linear_mid);
+        std::vector<T> bm(src.linear_mid->bias.begin(), src.linear_mid->bias.end());
+        std::vector<T> b2(src.linear_2->bias.begin(), src.linear_2->bias.end());
+        bm.resize(src.linear_mid->irreps_out.dim(), T(0));
+        b2.resize(src.linear_2->irreps_out.dim(), T(0));
+        R.bias_mid.upload(bm);
+        R.bias_2.upload(b2);
+      }
       const std::vector<int> off = src.linear.irreps_out.offsets();
       for (std::size_t blk = 0; blk < src.activation->acts.size(); ++blk)
         if (src.activation->acts[blk])
@@ -208,6 +252,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   k_energy_ = &module_->kernel("mace_energy");
   k_spline_fwd_ = &module_->kernel("mace_spline_forward");
   k_spline_bwd_ = &module_->kernel("mace_spline_backward");
+  k_mlp_input_ = &module_->kernel("mace_mlp_input");
   // The spline mode's lengths and dE/dlength (G each, counted in T).
   if (spline_) budget_.keep_per_edge += 2 * sizeof(G) / sizeof(T) + (sizeof(G) > sizeof(T));
 
@@ -225,16 +270,60 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     d_sp.upload(sp);
     const Layer<T>& L0 = layers_[0];
     embedding.forward(*gk_, S_, d_onehot.data(), S_, h0.data(), L0.dim_in, false, nullptr, nullptr);
+    if (m.embedding) add_structure_embedding(m, options, h0);
+    // The non-linear blocks' species embeddings of both edge ends, per species.
+    for (int t = 0; t < T_; ++t) {
+      Layer<T>& L = layers_[t];
+      if (!L.nonlinear) continue;
+      const model::MaceInteraction::NonLinear& N = *m.interactions[t].nonlinear;
+      L.src_tab.resize(static_cast<std::size_t>(S_) * L.C0);
+      L.tgt_tab.resize(static_cast<std::size_t>(S_) * L.C0);
+      DeviceLinear<T>(b, N.source_embedding)
+          .forward(*gk_, S_, d_onehot.data(), S_, L.src_tab.data(), L.C0, false, nullptr, nullptr);
+      DeviceLinear<T>(b, N.target_embedding)
+          .forward(*gk_, S_, d_onehot.data(), S_, L.tgt_tab.data(), L.C0, false, nullptr, nullptr);
+      b.synchronize(nullptr);  // the temporary linears' weights die here
+    }
     hu0_table_.resize(static_cast<std::size_t>(S_) * L0.dim_edge);
     L0.linear_up.forward(*gk_, S_, h0.data(), L0.dim_in, hu0_table_.data(), L0.dim_edge, false,
                          nullptr, nullptr);
     if (L0.sc_on_nodes) {
       sc0_table_.resize(static_cast<std::size_t>(S_) * L0.dim_hidden);
       L0.skip.forward(*gk_, S_, h0.data(), L0.dim_in, sc0_table_.data(), L0.dim_hidden, false,
-                      d_sp.data(), nullptr);
+                      L0.nonlinear ? nullptr : d_sp.data(), nullptr);
     }
     b.synchronize(nullptr);
   }
+}
+
+// The per-structure embedding (mace_embedding.h, as the host's plan_embedding): its row added to
+// every species' h0, and its readout's energy, outside the scale, added to E0.
+template <class T, class G>
+void MaceCuda<T, G>::add_structure_embedding(const model::Mace& m, const CudaEngineOptions& options,
+                                             DeviceArray<T>& h0) {
+  DeviceBackend& b = *backend_;
+  const model::MaceEmbedding& E = *m.embedding;
+  const int ld = layers_[0].dim_in;
+  if (E.dim_out > ld)
+    throw ModelFormatError("mace.embedding: " + std::to_string(E.dim_out) +
+                           " outputs, the node embedding has " + std::to_string(ld));
+  const std::vector<double> row = mace_embedding_row(E, options.structure_inputs);
+  DeviceArray<T> d_row(b);
+  d_row.upload(std::vector<T>(row.begin(), row.end()));
+  AxpbyArgs a{};
+  a.x = d_row.data(), a.y = h0.data(), a.rows = S_, a.cols = E.dim_out, a.ldx = 0, a.ldy = ld;
+  a.alpha = 1, a.beta = 1;
+  gk_->axpby(dt_, dt_, a, nullptr);
+  if (E.readout) {
+    DeviceLinear<T> ro(b, *E.readout);
+    DeviceArray<T> y(b, static_cast<std::size_t>(S_) * ro.dim_out());
+    ro.forward(*gk_, S_, h0.data(), ld, y.data(), ro.dim_out(), false, nullptr, nullptr);
+    AxpbyArgs e{};
+    e.x = y.data(), e.y = e0_.data(), e.rows = S_, e.cols = 1, e.ldx = ro.dim_out(), e.ldy = 1;
+    e.alpha = 1, e.beta = 1;
+    gk_->axpby(dt_, DType::kFloat64, e, nullptr);
+  }
+  b.synchronize(nullptr);  // the temporaries die here
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -473,20 +562,6 @@ std::unique_ptr<CudaEngine> make_mace_cuda_engine(const model::Model& model, Pre
                                                   const CudaEngineOptions& options) {
   if (model.arch != model::Arch::kMace || !model.mace)
     throw Error("the CUDA MACE engine needs a MACE model");
-  // The blocks of the newer foundation models run on the host engine only, so far.
-  for (std::size_t t = 0; t < model.mace->interactions.size(); ++t)
-    if (model.mace->interactions[t].nonlinear)
-      throw Error("the CUDA MACE engine does not support " + model.mace->interactions[t].cls +
-                  " (mace.interactions[" + std::to_string(t) + "]) yet; use device cpu");
-  for (const auto& r : model.mace->readouts)
-    if (r.linear_mid)
-      throw Error(
-          "the CUDA MACE engine does not support NonLinearBiasReadoutBlock yet; use "
-          "device cpu");
-  if (model.mace->embedding)
-    throw Error(
-        "the CUDA MACE engine does not support per-structure embeddings (mace "
-        "embedding_specs) yet; use device cpu");
   return make_engine_for_precision<mace_cuda_detail::MaceCuda>(model, precision, options,
                                                                "make_mace_cuda_engine");
 }

@@ -48,7 +48,19 @@ void MaceCuda<T, G>::readout_backward(Readout<T>& R, Stream s) {
   }
   const int dz = R.linear.dim_out();
   gz_.resize(L_ * dz);
-  R.linear_2.backward(*gk_, L, gy_.data(), dout, gz_.data(), dz, false, nullptr, s);
+  if (R.has_mid) {
+    // Through linear_2, the second activations (at z2) and linear_mid; the biases add nothing.
+    gz2_.resize(L_ * dz);
+    R.linear_2.backward(*gk_, L, gy_.data(), dout, gz2_.data(), dz, false, nullptr, s);
+    for (const auto& act : R.acts) {
+      ActArgs aa = R.act_args(act, L, true);
+      aa.g = gz2_.data();
+      gk_->act_backward(dt_, aa, s);
+    }
+    R.linear_mid.backward(*gk_, L, gz2_.data(), dz, gz_.data(), dz, false, nullptr, s);
+  } else {
+    R.linear_2.backward(*gk_, L, gy_.data(), dout, gz_.data(), dz, false, nullptr, s);
+  }
   for (const auto& act : R.acts) {
     ActArgs aa = R.act_args(act, L);
     aa.g = gz_.data();
@@ -71,11 +83,12 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
                              nullptr, s);
   // dE/dA, in the layout of A: straight into dE/dMl when A is the messages themselves.
   gMl_.resize(L_ * dt);
-  DeviceArray<T>& gA = Lp.sc_on_nodes ? gMl_ : gA_;
+  DeviceArray<T>& gA = Lp.sc_on_nodes && !Lp.nonlinear ? gMl_ : gA_;
   gA.resize(L_ * dt);
   SymConArgs sa = Lp.symcon_args(d_species_, L);
   sa.B = gB_.data(), sa.gA = gA.data();
   b.launch(*Lp.k_symcon_bwd, grid_for(L * Lp.C), s, sa);
+  if (Lp.nonlinear) return node_backward_nonlinear(t, s);
   if (!Lp.sc_on_nodes)
     Lp.skip.backward(*gk_, L, gA_.data(), dt, gMl_.data(), dt, false, d_species_, s);
   if (Lp.density) {
@@ -105,7 +118,10 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     return;
   }
   gyT_.resize(E_ * Lp.dim_y);
-  gef_.resize(Lp.spline ? 0 : E_ * nb_);
+  // dE/d(the MLPs' input rows); the non-linear block's carry the species embeddings after the
+  // radial basis, which depend on no position: only their first nb_ columns reach gE_.
+  const int w_in = mlp_width(Lp, nb_);
+  gef_.resize(Lp.spline ? 0 : E_ * w_in);
   const std::size_t batches = edges_.num_batches();
   if (batches > 1 && t > 0) ghu_.zero(s);  // the batches add their grad_x
   for (std::size_t bt = 0; bt < batches; ++bt) {
@@ -136,9 +152,9 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
       a.gy = gw_.data(), a.gR = gR_.data() + e0;
       b.launch(*k_spline_bwd_, grid_for(n * 32), s, a);
     } else if (Lp.fused) {
-      Lp.radial_mlp.backward_hidden(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+      Lp.radial_mlp.backward_hidden(*gk_, n, gw_.data(), gef_.data() + e0 * w_in, s);
     } else {
-      Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * nb_, s);
+      Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * w_in, s);
     }
   }
   {
@@ -148,7 +164,7 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     gk_->axpby(dt_, dg_, a, s);
   }
   AxpbyArgs ga{};
-  ga.x = gef_.data(), ga.y = gE_.data(), ga.rows = E, ga.cols = nb_, ga.ldx = nb_, ga.ldy = nb_;
+  ga.x = gef_.data(), ga.y = gE_.data(), ga.rows = E, ga.cols = nb_, ga.ldx = w_in, ga.ldy = nb_;
   ga.alpha = 1, ga.beta = 1;
   if (!Lp.spline) gk_->axpby(dt_, dg_, ga, s);
   if (Lp.density) {
@@ -174,6 +190,10 @@ void MaceCuda<T, G>::backward_tail(int t, GhostExchange* exchange, Stream s) {
   Layer<T>& Lp = layers_[t];
   const long long L = static_cast<long long>(L_);
   if (exchange) exchange_reverse_rows(*backend_, ghu_.data(), N_, Lp.dim_edge, *exchange, s);
+  // The non-linear block's linear_res read the local hu rows too.
+  if (Lp.nonlinear)
+    gk_->axpby(dt_, dt_,
+               GenericKernels::vector(ghu_res_.data(), ghu_.data(), L * Lp.dim_edge, 1, 1), s);
   gh_prev_.resize(L_ * Lp.dim_in);
   Lp.linear_up.backward(*gk_, L, ghu_.data(), Lp.dim_edge, gh_prev_.data(), Lp.dim_in, false,
                         nullptr, s);

@@ -60,6 +60,7 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
   Layer<T>& Lp = layers_[t];
   DeviceBackend& b = *backend_;
   const long long E = static_cast<long long>(E_), L = static_cast<long long>(L_);
+  if (Lp.nonlinear) mlp_input(t, s);
   if (Lp.density) {
     Lp.rho.resize(E_), Lp.dedge.resize(E_), Lp.dens.resize(L_);
     if (Lp.spline) {
@@ -67,7 +68,7 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
       a.y = Lp.rho.data();
       b.launch(*k_spline_fwd_, grid_for(E * 32), s, a);
     } else {
-      Lp.density_mlp.forward(*gk_, E, ef_.data(), Lp.rho.data(), s);
+      Lp.density_mlp.forward(*gk_, E, mlp_rows(Lp, 0), Lp.rho.data(), s);
     }
     MaceDensityArgs d{};
     d.rho = Lp.rho.data(), d.fc = apply_cutoff_ ? nullptr : fc_.data(), d.d = Lp.dedge.data();
@@ -103,16 +104,20 @@ void MaceCuda<T, G>::node_forward(int t, Stream s) {
   DeviceBackend& b = *backend_;
   const long long L = static_cast<long long>(L_);
   const int dt = Lp.dim_target;
-  Lp.Ml.resize(L_ * dt);
-  Lp.linear.forward(*gk_, L, Mraw_.data(), Lp.dim_mid, Lp.Ml.data(), dt, false, nullptr, s);
-  if (Lp.density)
-    gk_->scale_rows(dt_, ScaleRowsArgs{Lp.Ml.data(), Lp.dens.data(), L, dt, dt, 1}, s);
-  else
-    gk_->axpby(dt_, dt_, GenericKernels::vector(Lp.Ml.data(), Lp.Ml.data(), L * dt, Lp.inv_avg, 0),
-               s);
-  if (!Lp.sc_on_nodes) {
-    Lp.A.resize(L_ * dt);
-    Lp.skip.forward(*gk_, L, Lp.Ml.data(), dt, Lp.A.data(), dt, false, d_species_, s);
+  if (Lp.nonlinear) {
+    node_forward_nonlinear(t, s);
+  } else {
+    Lp.Ml.resize(L_ * dt);
+    Lp.linear.forward(*gk_, L, Mraw_.data(), Lp.dim_mid, Lp.Ml.data(), dt, false, nullptr, s);
+    if (Lp.density)
+      gk_->scale_rows(dt_, ScaleRowsArgs{Lp.Ml.data(), Lp.dens.data(), L, dt, dt, 1}, s);
+    else
+      gk_->axpby(dt_, dt_,
+                 GenericKernels::vector(Lp.Ml.data(), Lp.Ml.data(), L * dt, Lp.inv_avg, 0), s);
+    if (!Lp.sc_on_nodes) {
+      Lp.A.resize(L_ * dt);
+      Lp.skip.forward(*gk_, L, Lp.Ml.data(), dt, Lp.A.data(), dt, false, d_species_, s);
+    }
   }
   // The generated kernel writes every output of B: no zeroing.
   B_.resize(L_ * Lp.dim_b);
@@ -146,12 +151,34 @@ void MaceCuda<T, G>::readout_forward(Readout<T>& R, Stream s) {
       a.a = R.a.data();
       gk_->act_forward(dt_, a, s);
     }
-    R.linear_2.forward(*gk_, L, R.a.data(), dz, gy_.data(), dout, false, nullptr, s);
+    const T* last = R.a.data();
+    if (R.has_mid) {
+      // The bias readout: z2 = linear_mid(a) + bias_mid (kept for the backward), a2 = act(z2).
+      R.z2.resize(L_ * dz), R.a2.resize(L_ * dz);
+      R.linear_mid.forward(*gk_, L, R.a.data(), dz, R.z2.data(), dz, false, nullptr, s);
+      AxpbyArgs bm{};
+      bm.x = R.bias_mid.data(), bm.y = R.z2.data(), bm.rows = L, bm.cols = dz, bm.ldx = 0;
+      bm.ldy = dz, bm.alpha = 1, bm.beta = 1;
+      gk_->axpby(dt_, dt_, bm, s);
+      gk_->axpby(dt_, dt_, GenericKernels::vector(R.z2.data(), R.a2.data(), L * dz, 1, 0), s);
+      for (const auto& act : R.acts) {
+        ActArgs a = R.act_args(act, L, true);
+        a.a = R.a2.data();
+        gk_->act_forward(dt_, a, s);
+      }
+      last = R.a2.data();
+    }
+    R.linear_2.forward(*gk_, L, last, dz, gy_.data(), dout, false, nullptr, s);
   }
   AxpbyArgs a{};
   a.x = gy_.data(), a.y = energy_acc_.data(), a.rows = L, a.cols = 1, a.ldx = dout, a.ldy = 1;
   a.alpha = 1, a.beta = 1;
   gk_->axpby(dt_, DType::kFloat64, a, s);
+  if (R.has_mid) {
+    // linear_2's bias on the energy output (its first value; ldx 0 broadcasts it).
+    a.x = R.bias_2.data(), a.ldx = 0;
+    gk_->axpby(dt_, DType::kFloat64, a, s);
+  }
 }
 
 template void MaceCuda<double, double>::forward_layers(GhostExchange*, Stream);

@@ -4,7 +4,9 @@
 // mace_cuda_engine.cpp (the model on the device, graph validation, the entry points and the
 // evaluation's sequence), mace_cuda_engine_forward.cpp (per layer: node inputs, radial MLP and
 // convolution batch by batch, linears, skip, symmetric contraction, readouts) and
-// mace_cuda_engine_backward.cpp (the same in reverse, down to the per-edge gradients). Each
+// mace_cuda_engine_backward.cpp (the same in reverse, down to the per-edge gradients),
+// mace_cuda_engine_nonlinear.cpp (the node stages of the non-linear interaction block and its
+// MLP input rows, both passes). Each
 // stage's file instantiates MaceCuda<T, G> for the three precisions. Private to kernels/engine/.
 #pragma once
 
@@ -20,6 +22,7 @@
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/conv_runner.h"
 #include "clebsch/cuda/engine/cuda_engine_base.h"
+#include "clebsch/cuda/nn/device_gate.h"
 #include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/nn/device_mlp.h"
 #include "clebsch/cuda/templates/mace_device_args.h"
@@ -63,8 +66,22 @@ struct Layer {
         dens(b),
         Ml(b),
         A(b),
-        Yc(b) {}
+        Yc(b),
+        src_tab(b),
+        tgt_tab(b),
+        xin(b),
+        X(b) {}
   bool sc_on_nodes = false, density = false;
+  // RealAgnosticResidualNonLinearInteractionBlock (model::MaceInteraction::NonLinear, the host's
+  // mace_engine_nonlinear.cpp): linear is its linear_1 and skip its (plain) skip linear; the
+  // MLPs read xin (mlp_in wide) instead of the radial basis; A is linear_2's output.
+  bool nonlinear = false;
+  int C0 = 0, mlp_in = 0, dim_nonlin = 0;
+  double alpha = 1, beta = 0;
+  DeviceLinear<T> linear_res, linear_2;
+  DeviceGate<T> gate;
+  DeviceArray<T> src_tab, tgt_tab;  // the species embeddings of sender and centre, [S][C0]
+  DeviceArray<T> xin, X;            // per call: the MLPs' input rows; the gate's input rows
   // The convolution in the fused radial form (TpProblem::fused_hidden): it reads the radial
   // MLP's last hidden rows and makes the weights per edge tile; conv_width is then the hidden
   // width, else the weight count.
@@ -92,8 +109,9 @@ struct Layer {
     const T *raw = nullptr, *conv = nullptr;
   } kept;
 
-  /// The contraction's input: the skip's output, or the messages when the skip acts on nodes.
-  const T* contraction_input() const { return sc_on_nodes ? Ml.data() : A.data(); }
+  /// The contraction's input: the skip's output (linear_2's in the non-linear block), or the
+  /// messages when the skip acts on nodes.
+  const T* contraction_input() const { return sc_on_nodes && !nonlinear ? Ml.data() : A.data(); }
   /// The symmetric contraction on @p rows rows, for either pass; the caller sets B (and gA for
   /// the backward).
   SymConArgs symcon_args(const int* species, long long rows) const {
@@ -105,24 +123,28 @@ struct Layer {
 
 template <class T>
 struct Readout {
-  explicit Readout(DeviceBackend& b) : z(b), a(b) {}
+  explicit Readout(DeviceBackend& b) : z(b), a(b), z2(b), a2(b), bias_mid(b), bias_2(b) {}
   int layer = 0;
   bool nonlinear = false;
-  DeviceLinear<T> linear, linear_2;
+  // NonLinearBiasReadoutBlock: linear_2(act(linear_mid(act(linear(h))) + bias_mid)) + bias_2
+  // (the host's ReadoutPlan::has_mid), the same activations twice.
+  bool has_mid = false;
+  DeviceLinear<T> linear, linear_2, linear_mid;
   struct Act {
     int c0, c1, kind;
     double cst;
   };
   std::vector<Act> acts;
-  DeviceArray<T> z, a;
+  DeviceArray<T> z, a, z2, a2, bias_mid, bias_2;
 
   /// The width of the readout's output (its first value is the energy).
   int dim_out() const { return (nonlinear ? linear_2 : linear).dim_out(); }
   /// The activation @p act on @p rows rows of z (row stride linear.dim_out()), for either pass;
   /// the caller sets the output (a) or the gradient (g).
-  ActArgs act_args(const Act& act, long long rows) {
+  ActArgs act_args(const Act& act, long long rows, bool mid = false) {
     ActArgs aa{};
-    aa.z = z.data(), aa.rows = rows, aa.ld = linear.dim_out(), aa.c0 = act.c0, aa.c1 = act.c1;
+    aa.z = mid ? z2.data() : z.data(), aa.rows = rows, aa.ld = linear.dim_out(), aa.c0 = act.c0,
+    aa.c1 = act.c1;
     aa.kind = act.kind, aa.cst = act.cst, aa.out_scale = 1;
     return aa;
   }
@@ -147,6 +169,9 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   void validate_vectors(std::size_t num_edges, const int* species, const int* center,
                         const int* neighbor, const double* vector) const;
   void drop_kept_weights() override;
+  // mace embedding_specs: adds the structure's row to the species' h0 rows and its readout to E0.
+  void add_structure_embedding(const model::Mace& m, const CudaEngineOptions& options,
+                               DeviceArray<T>& h0);
   // The evaluation on device inputs; writes atom energies and graph-order edge gradients.
   void run(const int* d_species, const double* d_vector, double* atom_energy, double* edge_gradient,
            GhostExchange* exchange, Stream s);
@@ -167,6 +192,18 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   void edge_backward(int t, Stream s);
   void backward_tail(int t, GhostExchange* exchange, Stream s);
 
+  // The non-linear interaction block (mace_cuda_engine_nonlinear.cpp): the MLPs' input rows of
+  // layer t (xin), its node forward from Mraw_ to A, and the reverse from dE/dA (gA_) to
+  // gMraw_, gdens_ and (t > 0) ghu_res_, the gradient of the local hu rows through linear_res.
+  void mlp_input(int t, Stream s);
+  void node_forward_nonlinear(int t, Stream s);
+  void node_backward_nonlinear(int t, Stream s);
+  // The rows layer Lp's radial and density MLPs read, from edge e0 on, and their width.
+  const T* mlp_rows(const Layer<T>& Lp, std::size_t e0) const {
+    return Lp.nonlinear ? Lp.xin.data() + e0 * Lp.mlp_in : ef_.data() + e0 * nb_;
+  }
+  static int mlp_width(const Layer<T>& Lp, int nb) { return Lp.nonlinear ? Lp.mlp_in : nb; }
+
   // The radial stage of batch @p b of layer t: the MLP's output (the weights, into wb; in the
   // fused form its last hidden rows, in the MLP's scratch) as raw and, cut by the cutoff when
   // the model asks (into wfb), as the convolution's input.
@@ -186,10 +223,10 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
       backend_->launch(*k_spline_fwd_, grid_for(eb.n * 32), s, a);
       raw = wb.data();
     } else if (Lp.fused) {
-      raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, ef_.data() + eb.e0 * nb_, s);
+      raw = Lp.radial_mlp.forward_hidden(*gk_, eb.n, mlp_rows(Lp, eb.e0), s);
     } else {
       wb.resize(eb.n * Lp.numel);
-      Lp.radial_mlp.forward(*gk_, eb.n, ef_.data() + eb.e0 * nb_, wb.data(), s);
+      Lp.radial_mlp.forward(*gk_, eb.n, mlp_rows(Lp, eb.e0), wb.data(), s);
       raw = wb.data();
     }
     if (apply_cutoff_) return {raw, raw};
@@ -240,7 +277,7 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
 
   std::unique_ptr<DeviceModule> module_;
   const DeviceKernel *k_geometry_, *k_gradient_, *k_cut_fwd_, *k_cut_bwd_, *k_dens_fwd_,
-      *k_dens_bwd_, *k_energy_, *k_spline_fwd_, *k_spline_bwd_;
+      *k_dens_bwd_, *k_energy_, *k_spline_fwd_, *k_spline_bwd_, *k_mlp_input_;
   DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
 
   // --- model ---
@@ -261,6 +298,9 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, B_, ones_;
   DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_,
       gz_;
+  // The non-linear block's: dE/d(gate output), dE/d(gate input), dE/d(local hu) through
+  // linear_res (added to ghu_ in backward_tail), dE/d(readout's middle activations).
+  DeviceArray<T> gyg_, gX_, ghu_res_, gz2_;
   DeviceArray<G> gY_, gE_, gF_;
   bool spline_ = false;     // the layers' radial functions are tables (radial spline N)
   DeviceArray<G> rl_, gR_;  // spline mode: per edge (internal order), length and dE/dlength

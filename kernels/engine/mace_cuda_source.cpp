@@ -16,8 +16,11 @@
 namespace clebsch::cuda {
 
 SymconLayout mace_symcon_layout(const model::Model& model, int layer, const ContractionTables& t) {
-  return symcon_layout(model.mace->interactions.at(layer).linear.irreps_out, t.C, t.D,
-                       "mace.products[" + std::to_string(layer) + "].contraction");
+  // The contraction reads the layer's target irreps: linear's output, or in the non-linear block
+  // (whose linear is unused) linear_2's.
+  const model::MaceInteraction& in = model.mace->interactions.at(layer);
+  return symcon_layout(in.nonlinear ? in.nonlinear->linear_2.irreps_out : in.linear.irreps_out, t.C,
+                       t.D, "mace.products[" + std::to_string(layer) + "].contraction");
 }
 
 ContractionTables mace_contraction_tables(const model::Model& model, int layer) {
@@ -99,13 +102,11 @@ std::string mace_kernels_source(const model::Model& model, Precision precision) 
 
 std::vector<KernelSpec> mace_kernel_specs(const model::Model& model) {
   std::vector<KernelSpec> specs = generic_kernel_specs();
-  const char* k[][2] = {{"mace_edge_geometry", "MaceEdgeArgs"},
-                        {"mace_edge_gradient", "MaceEdgeArgs"},
-                        {"mace_cut_forward", "MaceCutArgs"},
-                        {"mace_cut_backward", "MaceCutArgs"},
-                        {"mace_density_forward", "MaceDensityArgs"},
-                        {"mace_density_backward", "MaceDensityArgs"},
-                        {"mace_energy", "MaceEnergyArgs"}};
+  const char* k[][2] = {
+      {"mace_edge_geometry", "MaceEdgeArgs"},       {"mace_edge_gradient", "MaceEdgeArgs"},
+      {"mace_cut_forward", "MaceCutArgs"},          {"mace_mlp_input", "MaceMlpInputArgs"},
+      {"mace_cut_backward", "MaceCutArgs"},         {"mace_density_forward", "MaceDensityArgs"},
+      {"mace_density_backward", "MaceDensityArgs"}, {"mace_energy", "MaceEnergyArgs"}};
   for (auto& s : k) specs.push_back({s[0], s[1], false, 0});
   specs.push_back({"mace_spline_forward", "MaceSplineArgs", false, 0});
   specs.push_back({"mace_spline_backward", "MaceSplineArgs", true, 0});

@@ -7,10 +7,10 @@
 // the geometry precision (nequip_edge_geometry). Per layer: linear_1 (DeviceLinear) and the
 // per-species normalisation on every node, the edge MLP (DeviceMlp), the generated uvu
 // convolution (ConvRunner: receiver pass forward, fused sender pass backward), linear_2, the
-// self-connection and the gate (nequip_device_ops.h), the optional resnet; then the readout MLP,
-// the per-species scale/shift and the ZBL sum (nequip_energy). The backward is written by hand,
-// layer by layer in reverse, down to dE/dY and dE/d(radial embedding) summed over layers in the
-// geometry precision, from which nequip_edge_gradient makes dE/dvector. Rows are in e3nn's
+// self-connection (nequip_device_ops.h) and the gate (device_gate.h), the optional resnet; then the
+// readout MLP, the per-species scale/shift and the ZBL sum (nequip_energy). The backward is written
+// by hand, layer by layer in reverse, down to dE/dY and dE/d(radial embedding) summed over layers
+// in the geometry precision, from which nequip_edge_gradient makes dE/dvector. Rows are in e3nn's
 // mul_ir layout throughout (the host engine's component-major rows are its own CPU layout).
 //
 // The per-edge weight stage (edge MLP -> convolution) runs in batches of whole centres
@@ -55,6 +55,7 @@
 #include "clebsch/cuda/graph/edge_order_kernels.h"
 #include "clebsch/cuda/graph/edge_orderings.h"
 #include "clebsch/cuda/graph/ghost_staging.h"
+#include "clebsch/cuda/nn/device_gate.h"
 #include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/nn/device_mlp.h"
 #include "clebsch/cuda/templates/nequip_device_args.h"
@@ -80,7 +81,7 @@ struct NqLayer {
   DeviceArray<T> norm_const;  // [species]
   DeviceMlp<T> edge_mlp;
   std::unique_ptr<ConvRunner> conv;
-  NequipDeviceGate<T> gate;
+  DeviceGate<T> gate;
   // Per call, kept from the forward for the backward.
   DeviceArray<T> x;  // [nodes][dim_x]: linear_1(h) * norm_const[species]
   DeviceArray<T> W;  // [edges][numel]: edge MLP output (one edge batch only, unfused)
@@ -136,8 +137,7 @@ class NequipCuda final : public CudaEngineBase<NequipEngine> {
 
   NequipGraphLimits limits_;
   std::unique_ptr<DeviceModule> module_;
-  const DeviceKernel *k_geometry_ = nullptr, *k_gradient_ = nullptr, *k_gate_fwd_ = nullptr,
-                     *k_gate_bwd_ = nullptr, *k_energy_ = nullptr;
+  const DeviceKernel *k_geometry_ = nullptr, *k_gradient_ = nullptr, *k_energy_ = nullptr;
   DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
 
   // --- model ---
@@ -206,7 +206,7 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
     L.conv = make_radial_conv(b, src.tp.descriptor, dt_, acc, L.edge_mlp, options.fused_radial,
                               options.require_fused_radial, w + " edge_mlp", L.fused);
     L.conv_width = L.fused ? L.edge_mlp.dim_hidden() : L.numel;
-    L.gate = NequipDeviceGate<T>(b, src.gate, w + " gate");
+    L.gate = DeviceGate<T>(b, src.gate, "NequipEngine: " + w + " gate");
     L.dim_out = L.gate.dim_out();
     layers_.push_back(std::move(L));
   }
@@ -236,8 +236,6 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
       {"clebsch_nequip.cu", nequip_kernels_source(model, precision), nequip_kernel_specs()});
   k_geometry_ = &module_->kernel("nequip_edge_geometry");
   k_gradient_ = &module_->kernel("nequip_edge_gradient");
-  k_gate_fwd_ = &module_->kernel("nequip_gate_forward");
-  k_gate_bwd_ = &module_->kernel("nequip_gate_backward");
   k_energy_ = &module_->kernel("nequip_energy");
   b.synchronize(nullptr);  // the uploads above read host vectors that die here
 }
@@ -465,7 +463,7 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   if (Lk.sc) Lk.sc->forward(*gk_, L, h_.data(), Lk.dim_in, Lk.y.data(), Lk.dim_y, d_species_, s);
   size_at_least_one(h_next_, N_ * Lk.dim_out);
   h_next_.zero(s);
-  Lk.gate.forward(*backend_, *k_gate_fwd_, L, Lk.y.data(), h_next_.data(), Lk.dim_out, s);
+  Lk.gate.forward(*gk_, L, Lk.y.data(), h_next_.data(), Lk.dim_out, s);
   if (Lk.resnet) add_rows(h_.data(), Lk.dim_in, h_next_.data(), Lk.dim_out, L, Lk.dim_out, dt_, s);
   // The next layer reads the ghosts' new features; the readout after the last layer does not.
   // With an exchange the call is made whatever this rank's ghost count (collective under MPI).
@@ -483,7 +481,7 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
 
   // gh_ holds dE/dh' on the local rows.
   size_at_least_one(gy_, L_ * Lk.dim_y);
-  Lk.gate.backward(*backend_, *k_gate_bwd_, L, Lk.y.data(), gh_.data(), Lk.dim_out, gy_.data(), s);
+  Lk.gate.backward(*gk_, L, Lk.y.data(), gh_.data(), Lk.dim_out, gy_.data(), s);
   size_at_least_one(gm_, L_ * Lk.dim_mid);
   Lk.linear_2.backward(*gk_, L, gy_.data(), Lk.dim_y, gm_.data(), Lk.dim_mid, false, nullptr, s);
   if (need_grad_h) {

@@ -65,8 +65,6 @@ std::vector<KernelSpec> nequip_kernel_specs() {
   std::vector<KernelSpec> specs;
   const char* k[][2] = {{"nequip_edge_geometry", "NequipEdgeArgs"},
                         {"nequip_edge_gradient", "NequipEdgeArgs"},
-                        {"nequip_gate_forward", "NequipGateArgs"},
-                        {"nequip_gate_backward", "NequipGateArgs"},
                         {"nequip_energy", "NequipEnergyArgs"}};
   for (auto& s : k) specs.push_back({s[0], s[1], false, 0});
   return specs;

@@ -1,10 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// Two ops of the NequIP CUDA engine that the shared device pieces (DeviceLinear, DeviceMlp) do
-// not cover, converted once from their model:: description and kept on the device:
-//   - NequipDeviceGate: nn.Gate (FORMAT.md §4.5) as index tables for the gate kernels of the
-//     NequIP module (nequip_device_args.h, NequipGateArgs);
-//   - NequipDeviceSelfConnection: NequIP's self-connection, a uvw FullyConnectedTensorProduct of
+// An op of the NequIP CUDA engine that the shared device pieces (DeviceLinear, DeviceMlp,
+// DeviceGate) do not cover, converted once from its model:: description and kept on the device:
+// NequipDeviceSelfConnection, NequIP's self-connection, a uvw FullyConnectedTensorProduct of
 //     the features with the type embedding. The embedding takes one of num_species values, so
 //     its sum is done at load time, K_s[u][w] = c sum_v W[u,v,w] a_s[v] (c the path's coupling,
 //     which for a scalar second input is c times the identity), and a row costs one
@@ -22,29 +20,6 @@
 #include "clebsch/model/model.h"
 
 namespace clebsch::cuda {
-
-template <class T>
-class NequipDeviceGate {
- public:
-  NequipDeviceGate() = default;
-  /// @throws Error naming @p where for indices or activations that do not fit the irreps.
-  NequipDeviceGate(DeviceBackend& backend, const model::Gate& gate, const std::string& where);
-  int dim_in() const { return dim_in_; }
-  int dim_out() const { return dim_out_; }
-
-  /// out[i][0:dim_out] (row stride ld_out) = gate(x[i]) for i < rows.
-  void forward(DeviceBackend& backend, const DeviceKernel& kernel, long long rows, const T* x,
-               T* out, long long ld_out, Stream s) const;
-  /// gx[i] = gate^T(gy[i]) at x[i] (overwritten; gy row stride ld_out).
-  void backward(DeviceBackend& backend, const DeviceKernel& kernel, long long rows, const T* x,
-                const T* gy, long long ld_out, T* gx, Stream s) const;
-
- private:
-  NequipGateArgs args(long long rows) const;
-  int dim_in_ = 0, dim_out_ = 0;
-  DeviceArray<int> src_, gate_, act_kind_, in_kind_, in_out_, in_dim_, in_gate_, in_act_kind_;
-  DeviceArray<double> act_cst_, in_act_cst_;
-};
 
 template <class T>
 class NequipDeviceSelfConnection {

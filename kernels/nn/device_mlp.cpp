@@ -33,16 +33,25 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
     L.w.upload(ws);
     L.bias = DeviceArray<T>(backend);
     if (!src.bias.empty()) {
-      // The activation kernel adds the bias; MACE and NequIP MLPs have no bias at all.
-      if (!src.activation)
-        throw ModelFormatError(w + ": a bias without an activation is not supported on the GPU");
       if (src.bias.size() != static_cast<std::size_t>(src.h_out))
         throw ModelFormatError(w + ": bias has " + std::to_string(src.bias.size()) +
                                " values, expected " + std::to_string(src.h_out));
       L.bias.upload(std::vector<T>(src.bias.begin(), src.bias.end()));
     }
-    if (src.layer_norm)
-      throw ModelFormatError(w + ": LayerNorm MLPs (mace RadialMLP) are not supported on the GPU");
+    L.ln_w = DeviceArray<T>(backend);
+    L.ln_b = DeviceArray<T>(backend);
+    L.zp = DeviceArray<T>(backend);
+    if (src.layer_norm) {
+      // mace-torch's RadialMLP (the non-linear interaction block's): Linear, LayerNorm, SiLU.
+      const auto& ln = *src.layer_norm;
+      if (ln.weight.size() != static_cast<std::size_t>(src.h_out) ||
+          ln.bias.size() != static_cast<std::size_t>(src.h_out))
+        throw ModelFormatError(w + ": layer_norm has the wrong width");
+      L.has_ln = true;
+      L.ln_eps = ln.eps;
+      L.ln_w.upload(std::vector<T>(ln.weight.begin(), ln.weight.end()));
+      L.ln_b.upload(std::vector<T>(ln.bias.begin(), ln.bias.end()));
+    }
     if (src.activation) {
       L.has_act = true;
       L.kind = static_cast<int>(src.activation->kind);
@@ -95,7 +104,8 @@ void DeviceMlp<T>::backward_hidden(const GenericKernels& gk, long long rows, T* 
 
 template <class T>
 bool DeviceMlp<T>::last_layer_is_linear() const {
-  return layers_.size() >= 2 && !layers_.back().has_act && layers_.back().bias.size() == 0;
+  return layers_.size() >= 2 && !layers_.back().has_act && !layers_.back().has_ln &&
+         layers_.back().bias.size() == 0;
 }
 
 template <class T>
@@ -106,15 +116,34 @@ void DeviceMlp<T>::forward_layers(const GenericKernels& gk, long long rows, cons
     Layer& L = layers_[l];
     // y null: the last layer run (the hidden one) keeps its output in scratch.
     const bool last = l == top && y;
-    // Pre-activations are kept for the backward only where there is an activation.
+    // Pre-activations are kept for the backward only where there is an activation, the
+    // LayerNorm's input only where there is one.
     if (L.has_act) L.z.resize(rows * L.h_out);
+    if (L.has_ln) L.zp.resize(rows * L.h_out);
     T* out = last ? y : (L.a.resize(rows * L.h_out), L.a.data());
     // Without an activation the GEMM writes the output directly (plus bias in place).
     T* z = L.has_act ? L.z.data() : out;
-    gk.gemm(dtype_of<T>(), GenericKernels::dense(in, L.w.data(), z, rows, L.h_out, L.h_in), s);
+    T* zg = L.has_ln ? L.zp.data() : z;
+    gk.gemm(dtype_of<T>(), GenericKernels::dense(in, L.w.data(), zg, rows, L.h_out, L.h_in), s);
+    // The activation kernel adds the bias when it reads the GEMM's output itself; else the
+    // bias is added here (broadcast: ldx 0), before the LayerNorm or as the layer's last step.
+    const bool act_adds_bias = L.has_act && !L.has_ln;
+    if (L.bias.size() && !act_adds_bias) {
+      AxpbyArgs b{};
+      b.x = L.bias.data(), b.y = zg, b.rows = rows, b.cols = L.h_out, b.ldx = 0;
+      b.ldy = L.h_out, b.alpha = 1, b.beta = 1;
+      gk.axpby(dtype_of<T>(), dtype_of<T>(), b, s);
+    }
+    if (L.has_ln) {
+      LayerNormArgs n{};
+      n.x = zg, n.y = z, n.w = L.ln_w.data(), n.b = L.ln_b.data();
+      n.rows = rows, n.cols = L.h_out, n.ld = L.h_out, n.eps = L.ln_eps;
+      gk.layer_norm_forward(dtype_of<T>(), n, s);
+    }
     if (L.has_act) {
       ActArgs a{};
-      a.z = z, a.a = out, a.g = nullptr, a.bias = L.bias.size() ? L.bias.data() : nullptr;
+      a.z = z, a.a = out, a.g = nullptr;
+      a.bias = act_adds_bias && L.bias.size() ? L.bias.data() : nullptr;
       a.rows = rows, a.ld = L.h_out, a.c0 = 0, a.c1 = L.h_out;
       a.kind = L.kind, a.cst = L.cst, a.out_scale = L.out_scale;
       gk.act_forward(dtype_of<T>(), a, s);
@@ -143,6 +172,12 @@ void DeviceMlp<T>::backward_layers(const GenericKernels& gk, long long rows, std
       a.kind = L.kind, a.cst = L.cst, a.out_scale = L.out_scale;
       gk.act_backward(dtype_of<T>(), a, s);
     }
+    if (L.has_ln) {
+      LayerNormArgs n{};
+      n.x = L.zp.data(), n.g = g, n.w = L.ln_w.data(), n.b = L.ln_b.data();
+      n.rows = rows, n.cols = L.h_out, n.ld = L.h_out, n.eps = L.ln_eps;
+      gk.layer_norm_backward(dtype_of<T>(), n, s);
+    }
     T* out = l == 0 ? gx : bufs[l % 2];
     // gx = g W^T: B(k = j, n = i) = W[i][j].
     GemmArgs gg = GenericKernels::dense(g, L.w.data(), out, rows, L.h_in, L.h_out);
@@ -158,14 +193,14 @@ std::size_t DeviceMlp<T>::scratch_per_row() const {
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const bool last = l + 1 == layers_.size();
     n += static_cast<std::size_t>(layers_[l].h_out) *
-         ((layers_[l].has_act ? 1 : 0) + (last ? 0 : 1));
+         ((layers_[l].has_act ? 1 : 0) + (layers_[l].has_ln ? 1 : 0) + (last ? 0 : 1));
   }
   return n;
 }
 
 template <class T>
 void DeviceMlp<T>::release_scratch() {
-  for (Layer& L : layers_) L.z.release(), L.a.release();
+  for (Layer& L : layers_) L.z.release(), L.a.release(), L.zp.release();
   g0_.release(), g1_.release();
 }
 

@@ -1,7 +1,8 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// A dense MLP (model::Mlp, FORMAT.md §4.3: per layer z = (x W) weight_scale (+ bias), then with
-// an activation a = out_scale cst phi(z)) on device rows, with its backward (vector-Jacobian
+// A dense MLP (model::Mlp, FORMAT.md §4.3: per layer z = (x W) weight_scale (+ bias), then
+// optionally torch's LayerNorm (mace-torch RadialMLP), then with an activation
+// a = out_scale cst phi(z)) on device rows, with its backward (vector-Jacobian
 // product with respect to the input). Weights are stored scaled (weight_scale W, rounded to T
 // once, as the host engine packs them). forward() keeps every layer's pre-activation in the
 // object's own scratch for the next backward() of the same rows: one DeviceMlp per use (MACE's
@@ -30,8 +31,8 @@ class DeviceMlp {
   void forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s);
   /// gx[rows][dim_in] = (dy/dx)^T gy, for the rows of the last forward(); @p gy is clobbered.
   void backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s);
-  /// Whether the last layer is a plain linear map (no activation, no bias): the fused radial
-  /// form of the convolution (TpProblem::fused_hidden) then evaluates it per edge tile.
+  /// Whether the last layer is a plain linear map (no activation, bias or LayerNorm): the fused
+  /// radial form of the convolution (TpProblem::fused_hidden) then evaluates it per edge tile.
   bool last_layer_is_linear() const;
   /// The input width of the last layer (the last hidden width).
   int dim_hidden() const { return layers_.back().h_in; }
@@ -52,10 +53,12 @@ class DeviceMlp {
   struct Layer {
     int h_in, h_out;
     DeviceArray<T> w, bias;
-    bool has_act = false;
+    bool has_act = false, has_ln = false;
     int kind = 0;
-    double cst = 1, out_scale = 1;
-    DeviceArray<T> z, a;  // per-call scratch: pre-activation and output [rows][h_out]
+    double cst = 1, out_scale = 1, ln_eps = 1e-5;
+    DeviceArray<T> ln_w, ln_b;  // the LayerNorm's weight and bias [h_out]
+    // per-call scratch [rows][h_out]: pre-activation, output, and the LayerNorm's input
+    DeviceArray<T> z, a, zp;
   };
   std::vector<Layer> layers_;
   DeviceArray<T> last_t_;   // the last layer's weights transposed (last_weights_t)

@@ -84,13 +84,30 @@ struct SegmentSumArgs {
   int accumulate;
 };
 
-/// y(i,c) *= s[i] (mode 0) or y(i,c) *= 1 / (1 + s[i]) (mode 1), rows of width ld, c < cols.
+/// y(i,c) *= s[i] (mode 0), y(i,c) *= 1 / (1 + s[i]) (mode 1) or y(i,c) *= 1 / (alpha + beta
+/// s[i]) (mode 2: MACE's non-linear block normalisation), rows of width ld, c < cols.
 struct ScaleRowsArgs {
   void* y;
   const void* s;
   long long rows, cols, ld;
   int mode;
+  double alpha, beta;
 };
+
+/// torch LayerNorm over the first cols entries of each row (row stride ld, biased variance),
+/// one row per thread (the rows are an MLP's hidden widths, tens of entries). Forward:
+/// y = (x - mean) / sqrt(var + eps) * w + b (y may be x only when the caller keeps no copy of x:
+/// the backward reads x). Backward: g holds dE/dy and is overwritten with dE/dx at x.
+struct LayerNormArgs {
+  const void* x;
+  void* y;
+  void* g;
+  const void* w;
+  const void* b;
+  long long rows, cols, ld;
+  double eps;
+};
+
 
 /// Between n rows of e3nn's mul_ir blocks (x(r, u, m) = x[r ld + u d + m]) and a batch-major
 /// ir_mul copy t[m][r][u] (GenericKernels::gemm's route for the per-m batches of a linear
@@ -110,4 +127,28 @@ struct RowDotArgs {
   void* out;
   long long rows, cols, lda, ldb;
   double alpha, beta;
+};
+/// e3nn nn.Gate (FORMAT.md §4.5) on rows in e3nn's mul_ir layout, of width dim_in -> dim_out
+/// (out row stride ld_out). Forward, per output column o: out = act_o(x[src[o]]) for scalars
+/// (gate[o] < 0), act_o(x[gate[o]]) x[src[o]] for gated values. Backward, per input column c
+/// (in_kind: 0 unused, 1 scalar with output in_out[c], 2 gate of the output columns
+/// [in_out[c], in_out[c] + in_dim[c]), 3 gated value of output in_out[c] whose gate is
+/// in_gate[c]): gx = d<gy, out>/dx (overwritten). act kinds: ActKind (above), -1 the identity;
+/// an act's value is cst phi.
+struct GateArgs {
+  const void* x;
+  void* out;
+  const void* gy;
+  void* gx;
+  const int* src;
+  const int* gate;
+  const int* act_kind;
+  const double* act_cst;
+  const int* in_kind;
+  const int* in_out;
+  const int* in_dim;
+  const int* in_gate;
+  const int* in_act_kind;
+  const double* in_act_cst;
+  long long rows, dim_in, dim_out, ld_out;
 };

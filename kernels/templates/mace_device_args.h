@@ -64,6 +64,21 @@ struct MaceCutArgs {
   long long num_edges, numel;
 };
 
+/// The input rows of the non-linear interaction block's radial and density MLPs (mace-torch
+/// RealAgnosticResidualNonLinearInteractionBlock), per edge q in internal order, width
+/// nb + 2 c0: x[q] = [ef[q] | src[species[sender[q]]] | tgt[species[centre[q]]]] (the species
+/// embeddings of both ends, tabulated per species).
+struct MaceMlpInputArgs {
+  const void* ef;
+  const void* src;
+  const void* tgt;
+  const int* species;
+  const int* sender;
+  const int* centre;
+  void* x;
+  long long num_edges, nb, c0;
+};
+
 /// Density normalisation per edge: forward d = tanh(rho^2) [* fc]; backward from the centre's
 /// gradient gdens: gF += gdens tanh(rho^2) (with fc), grho = gdens [fc] (1 - tanh^2) 2 rho.
 struct MaceDensityArgs {

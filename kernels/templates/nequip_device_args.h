@@ -33,30 +33,6 @@ struct NequipEdgeArgs {
   long long num_edges;
 };
 
-/// nn.Gate on rows of width dim_in -> dim_out (out row stride ld_out). Forward, per output
-/// column o: out = act_o(x[src[o]]) for scalars (gate[o] < 0), act_o(x[gate[o]]) x[src[o]] for
-/// gated values. Backward, per input column c (in_kind: 0 unused, 1 scalar with output
-/// in_out[c], 2 gate of the output columns [in_out[c], in_out[c] + in_dim[c]), 3 gated value
-/// of output in_out[c] whose gate is in_gate[c]): gx = d<gy, out>/dx (overwritten).
-/// act kinds: ActKind of device_args.h (0 silu ... 4 ssp), -1 identity; act value cst phi.
-struct NequipGateArgs {
-  const void* x;
-  void* out;
-  const void* gy;
-  void* gx;
-  const int* src;
-  const int* gate;
-  const int* act_kind;
-  const double* act_cst;
-  const int* in_kind;
-  const int* in_out;
-  const int* in_dim;
-  const int* in_gate;
-  const int* in_act_kind;
-  const double* in_act_cst;
-  long long rows, dim_in, dim_out, ld_out;
-};
-
 /// Per local atom i: e_i = shift[s] + scale[s] e_net[i] (+ zbl_node[i]), in G, stored as
 /// double; scale and shift are in T (the host engine's per-species vectors), e_net T, zbl_node
 /// G (null without ZBL). Backward seed: g[i] = scale[s] (T).

@@ -4,13 +4,15 @@
 // (MH-0/MH-1, OMOL; potentials/FORMAT.md section 5): the plan and node passes of
 // RealAgnosticResidualNonLinearInteractionBlock, the input rows of its radial and density MLPs
 // ([e_e | source_embedding(o_sender) | target_embedding(o_centre)]; the species parts carry no
-// position dependence, so their gradient is dropped), and the per-structure embedding, which
+// position dependence, so their gradient is dropped), and the per-structure embedding (its row
+// from mace_embedding.h), which
 // adds one row to every species' h0 and whose readout energy (outside the scale, as in
 // ScaleShiftMACE) is folded into E0. The gate runs on e3nn (mul_ir) rows, converted from the
 // engine's ir_mul rows.
 #include <algorithm>
 #include <cmath>
 
+#include "clebsch/engine/mace_embedding.h"
 #include "clebsch/engine/mace_engine_impl.h"
 #include "clebsch/support/error.h"
 
@@ -72,41 +74,8 @@ template <class T, class G>
 void MaceImpl<T, G>::plan_embedding(const model::Mace& m, const MaceEngineOptions& options,
                                     T* h0_table) {
   const model::MaceEmbedding& E = *m.embedding;
-  std::vector<double> x;
-  for (const auto& f : E.features) {
-    const auto it = std::find_if(options.structure_inputs.begin(), options.structure_inputs.end(),
-                                 [&](const auto& kv) { return kv.first == f.name; });
-    if (it == options.structure_inputs.end())
-      throw Error("the model needs the per-structure input " + f.name +
-                  " (its mace embedding_specs); give it to the pair style (keyword " +
-                  (f.name == "total_charge" ? std::string("charge")
-                   : f.name == "total_spin" ? std::string("spin")
-                                            : "input " + f.name) +
-                  ")");
-    const double v = it->second;
-    if (!std::isfinite(v)) throw Error(f.name + " is not finite");
-    if (f.categorical) {
-      const double k = std::trunc(v + f.offset);  // torch .long() truncates toward zero
-      if (!(k >= 0 && k < f.num_classes))
-        throw Error(f.name + " = " + fmt(v) + " is outside the model's " +
-                    std::to_string(f.num_classes) + " classes (offset " + fmt(f.offset) + ")");
-      const std::size_t row = static_cast<std::size_t>(k) * f.dim;
-      x.insert(x.end(), f.table.begin() + row, f.table.begin() + row + f.dim);
-    } else {
-      Mlp<double> mlp(f.mlp, "mace.embedding." + f.name);
-      std::vector<double> in{v}, out(f.dim), scratch(mlp.scratch_size(1));
-      mlp.forward(1, in.data(), out.data(), scratch.data());
-      x.insert(x.end(), out.begin(), out.end());
-    }
-  }
+  const std::vector<double> row = mace_embedding_row(E, options.structure_inputs);
   const int C = E.dim_out;
-  std::vector<double> row(C, 0.0);
-  for (std::size_t i = 0; i < x.size(); ++i)
-    for (int c = 0; c < C; ++c) row[c] += x[i] * E.project[i * C + c];
-  if (E.project_activation) {
-    const ScalarAct act = ScalarAct::from(*E.project_activation, "mace.embedding.project");
-    for (double& v : row) v = act.value(v);
-  }
   for (int s = 0; s < S_; ++s)
     for (int c = 0; c < C; ++c) h0_table[static_cast<std::size_t>(s) * C + c] += T(row[c]);
   if (E.readout) {

@@ -2,7 +2,7 @@
 //
 // A model::Gate (FORMAT.md §4.5) checked and laid out by channel, for the engines that evaluate
 // it one channel at a time (the NequIP host engine's GateOp and the CUDA engine's
-// NequipDeviceGate): both call check_gate, so a gate either engine cannot evaluate fails with the
+// DeviceGate): both call check_gate, so a gate either engine cannot evaluate fails with the
 // same message in the same order of checks, and both read the same layout. The reader
 // (model_reader.h) has checked the gate against e3nn's irreps; these are the checks the
 // evaluation itself relies on (index ranges, one activation per scalar block, one gate per gated

@@ -1,8 +1,9 @@
 """pair_style clebsch on the architectures of mace-torch's newer foundation models (models.json
 entries with arch "mace_arch": MH-1-style non-linear interactions and bias readouts, and an
 OMOL-style model with a total-charge/spin embedding), against mace-torch's float64 golden data
-on 1 and 2 ranks; the per-structure inputs as numbers and as equal-style variables, and the
-error when a model needs one that is not given.
+on 1 and 2 ranks, with device cpu and device gpu (the CUDA engine, on its emulated backend
+where no GPU is present); the per-structure inputs as numbers and as equal-style variables, and
+the error when a model needs one that is not given.
 
 Environment: as test_pair_clebsch.py.
 """
@@ -13,7 +14,7 @@ import pathlib
 
 import pytest
 
-from test_pair_clebsch import _check_golden, _pair_args, _run_golden
+from test_pair_clebsch import _NO_CUDA_ENGINE, _check_golden, _gpu_present, _pair_args, _run_golden
 from structures import golden_structures
 
 
@@ -51,3 +52,16 @@ def test_missing_charge_is_an_error_naming_the_keyword():
         run, _ = _run_golden(path, s, pair_args="")
         assert run.returncode != 0
         assert "total_charge" in run.output and "charge" in run.output, run.output
+
+
+@_NO_CUDA_ENGINE
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_device_gpu_runs_the_new_architectures(monkeypatch, nprocs):
+    """device gpu (clebsch_cuda_create_engine_v3: charge and spin reach the CUDA engine) against
+    mace-torch's float64 golden data, as device cpu is held above."""
+    if not _gpu_present():
+        monkeypatch.setenv("CLEBSCH_CUDA_BACKEND", "emulated")
+    for name, path, golden in _arch_models():
+        _check_golden(
+            name, path, golden, nprocs=nprocs, pair_args=_pair_args(golden) + " device gpu"
+        )
