@@ -16,9 +16,10 @@
 #   torch/gpu/run_cuda_tests.sh CARRY OUT {tests|bench}
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-carry=$(cd "${1:?usage: run_cuda_tests.sh CARRY OUT {tests|bench}}" && pwd)
-out=${2:?usage: run_cuda_tests.sh CARRY OUT {tests|bench}}
-mode=${3:?usage: run_cuda_tests.sh CARRY OUT {tests|bench}}
+usage="usage: run_cuda_tests.sh CARRY OUT tests|bench"
+carry=$(cd "${1:?$usage}" && pwd)
+out=${2:?$usage}
+mode=${3:?$usage}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d /tmp/torch-gpu.XXXXXX)
