@@ -44,6 +44,7 @@ Examples
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -119,8 +120,9 @@ class Conv(torch.nn.Module):
 class NequipLike(torch.nn.Module):
     """The NequIP-style potential of the module docstring; forward gives energy and forces."""
 
-    def __init__(self, irreps, lmax, layers, r_max, num_basis, radial_hidden, avg_num_neighbors,
-                 species):
+    def __init__(
+        self, irreps, lmax, layers, r_max, num_basis, radial_hidden, avg_num_neighbors, species
+    ):
         super().__init__()
         from e3nn import nn as enn
         from e3nn import o3
@@ -211,6 +213,20 @@ def mace_kwargs():
     return kw
 
 
+_BASE: Dict[str, torch.nn.Module] = {}
+
+
+def base_model(name: str, make) -> torch.nn.Module:
+    """A fresh copy of the float64 e3nn model ``name`` (built once: MACE's 89-species
+    constructor takes a while), on the CPU."""
+    if name not in _BASE:
+        _BASE[name] = make()
+    try:
+        return copy.deepcopy(_BASE[name])
+    except Exception:  # a module deepcopy cannot copy (mace-torch's EmptyParam in some models)
+        return make()
+
+
 def build(model_name: str, engine: str, dtype, device):
     """(model in training mode on device/dtype, batch function)."""
     if model_name == "mace-mp-0-medium":
@@ -218,7 +234,9 @@ def build(model_name: str, engine: str, dtype, device):
         from potentials.read_mace import _batch_for
         from potentials.tests.mace_factory import build_mace
 
-        model = build_mace(seed=0, dtype=torch.float64, **mace_kwargs())
+        model = base_model(
+            model_name, lambda: build_mace(seed=0, dtype=torch.float64, **mace_kwargs())
+        )
         if engine == "cueq":
             from mace.cli.convert_e3nn_cueq import run as e3nn_to_cueq
 
@@ -256,13 +274,17 @@ def build(model_name: str, engine: str, dtype, device):
             raise NotImplementedError(
                 "not run: mace-torch's cuEquivariance conversion covers MACE models only"
             )
-        old = torch.get_default_dtype()
-        torch.set_default_dtype(torch.float64)
-        try:
-            torch.manual_seed(0)
-            model = NequipLike(**NEQUIP)
-        finally:
-            torch.set_default_dtype(old)
+
+        def make():
+            old = torch.get_default_dtype()
+            torch.set_default_dtype(torch.float64)
+            try:
+                torch.manual_seed(0)
+                return NequipLike(**NEQUIP)
+            finally:
+                torch.set_default_dtype(old)
+
+        model = base_model(model_name, make)
         if engine == "clebsch":
             import clebsch_torch
 
@@ -331,6 +353,9 @@ def check(model_name, engine, device, check_atoms) -> Dict[str, Any]:
     }
 
 
+_CHECKED: Dict[Any, Dict[str, Any]] = {}  # float64, so once per model and engine
+
+
 def run_one(args, model_name, engine, prec, device) -> Dict[str, Any]:
     from bench_mace_cpu import build_structure
 
@@ -348,7 +373,10 @@ def run_one(args, model_name, engine, prec, device) -> Dict[str, Any]:
     }
     try:
         if engine != "e3nn" and args.check_atoms > 0:
-            rec.update(check(model_name, engine, device, args.check_atoms))
+            key = (model_name, engine)
+            if key not in _CHECKED:
+                _CHECKED[key] = check(model_name, engine, device, args.check_atoms)
+            rec.update(_CHECKED[key])
         atoms = build_structure(args.atoms)
         rec["atoms"] = len(atoms)
         if cuda:
@@ -361,7 +389,9 @@ def run_one(args, model_name, engine, prec, device) -> Dict[str, Any]:
         g = torch.Generator().manual_seed(7)
         labels = {
             "energy": torch.randn(1, generator=g, dtype=torch.float64).to(device, dtype),
-            "forces": torch.randn(len(atoms), 3, generator=g, dtype=torch.float64).to(device, dtype),
+            "forces": torch.randn(len(atoms), 3, generator=g, dtype=torch.float64).to(
+                device, dtype
+            ),
         }
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.Adam(params, lr=1e-5)
@@ -407,8 +437,11 @@ def main() -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--json", default="", help="append one record a line here")
     ap.add_argument("--run", default="", help="the run's name, recorded in every record")
-    ap.add_argument("--precompile", action="store_true",
-                    help="compile the clebsch engine's modules for an H200 and exit")
+    ap.add_argument(
+        "--precompile",
+        action="store_true",
+        help="compile the clebsch engine's modules for an H200 and exit",
+    )
     args = ap.parse_args()
     models = [m for m in args.models.split(",") if m]
     if args.precompile:

@@ -52,8 +52,8 @@ DeviceState& device_state(const at::Device& device) {
   if (!slot) {
     auto s = std::make_unique<DeviceState>();
     try {
-      s->backend = device.is_cuda() ? cu::make_cuda_backend(device.index())
-                                    : cu::make_emulated_backend();
+      s->backend =
+          device.is_cuda() ? cu::make_cuda_backend(device.index()) : cu::make_emulated_backend();
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "clebsch conv: no kernel backend for ", device, ": ", e.what());
     }
@@ -83,8 +83,8 @@ const cu::ConvRunner& runner(DeviceState& s, const TensorProduct& tp, const std:
     // Filling the kernel cache for a GPU host while the tests run here (torch/gpu/).
     if (env_on("CLEBSCH_TORCH_PRECOMPILE_H200"))
       cu::precompile_conv(tp, dtype, cu::Accumulation::kDeterministic);
-    auto r = std::make_unique<cu::ConvRunner>(*s.backend, tp, dtype,
-                                              cu::Accumulation::kDeterministic);
+    auto r =
+        std::make_unique<cu::ConvRunner>(*s.backend, tp, dtype, cu::Accumulation::kDeterministic);
     return *s.runners.emplace(key, std::move(r)).first->second;
   } catch (const CapacityError& e) {
     TORCH_CHECK(false, "clebsch conv: the generated kernels (", s.backend->name(),
@@ -118,9 +118,8 @@ void check_index_range(const Tensor& sender, int64_t num_senders, const Tensor& 
   const int64_t* v = m.data_ptr<int64_t>();
   TORCH_CHECK(v[0] >= 0 && v[1] < num_senders, "clebsch conv: sender indices must lie in [0, ",
               num_senders, ") (the rows of x), found [", v[0], ", ", v[1], "]");
-  TORCH_CHECK(v[2] >= 0 && v[3] < num_receivers,
-              "clebsch conv: receiver indices must lie in [0, ", num_receivers,
-              ") (num_receivers), found [", v[2], ", ", v[3], "]");
+  TORCH_CHECK(v[2] >= 0 && v[3] < num_receivers, "clebsch conv: receiver indices must lie in [0, ",
+              num_receivers, ") (num_receivers), found [", v[2], ", ", v[3], "]");
 }
 
 // The CSR of the edges by one node index: the edge ids in stable sorted order (so edges of one
@@ -208,12 +207,9 @@ Tensor conv_device(const TensorProduct& tp, const std::string& problem, const Te
   return out;
 }
 
-std::tuple<Tensor, Tensor, Tensor> conv_backward_device(const TensorProduct& tp,
-                                                        const std::string& problem,
-                                                        const Tensor& x, const Tensor& y,
-                                                        const Tensor& w, const Tensor& sender,
-                                                        const Tensor& receiver,
-                                                        const Tensor& grad_out) {
+std::tuple<Tensor, Tensor, Tensor> conv_backward_device(
+    const TensorProduct& tp, const std::string& problem, const Tensor& x, const Tensor& y,
+    const Tensor& w, const Tensor& sender, const Tensor& receiver, const Tensor& grad_out) {
   Call call(x, sender, receiver, grad_out.size(0), false, true);
   call.operands(x, y, w);
   check_device(grad_out, call.device, "grad_out");
@@ -250,10 +246,11 @@ std::string precompile_device(const TensorProduct& tp, const std::string& dtype)
   TORCH_CHECK(dtype == "float32" || dtype == "float64",
               "clebsch precompile_conv: dtype must be float32 or float64, got ", dtype);
   try {
-    const cu::Cubin c = cu::precompile_conv(
-        tp, dtype == "float64" ? cu::DType::kFloat64 : cu::DType::kFloat32,
-        cu::Accumulation::kDeterministic);
-    return c.key + " " + std::to_string(c.seconds) + " s " + (c.from_cache ? "(cache)" : "(compiled)");
+    const cu::Cubin c =
+        cu::precompile_conv(tp, dtype == "float64" ? cu::DType::kFloat64 : cu::DType::kFloat32,
+                            cu::Accumulation::kDeterministic);
+    return c.key + " " + std::to_string(c.seconds) + " s " +
+           (c.from_cache ? "(cache)" : "(compiled)");
   } catch (const std::exception& e) {
     TORCH_CHECK(false, "clebsch precompile_conv: ", e.what());
   }

@@ -95,12 +95,12 @@ constexpr bool kHaveDevicePath = false;
 // Whether a call on @p x takes the device path; refuses what this build cannot run.
 bool device_path(const Tensor& x, const char* op) {
   const bool want = !x.is_cpu() || cpu_backend_emulated();
-  TORCH_CHECK(!want || kHaveDevicePath, "clebsch_torch: ", op, " on ",
-              x.is_cpu() ? "the emulated backend (CLEBSCH_TORCH_CPU_BACKEND=emulated)"
-                         : "CUDA tensors",
-              ": this build of the extension has no CUDA path (built with CLEBSCH_TORCH_CUDA=OFF "
-              "or without a CUDA toolkit); rebuild it, move the tensors to the CPU or use the "
-              "e3nn module");
+  TORCH_CHECK(
+      !want || kHaveDevicePath, "clebsch_torch: ", op, " on ",
+      x.is_cpu() ? "the emulated backend (CLEBSCH_TORCH_CPU_BACKEND=emulated)" : "CUDA tensors",
+      ": this build of the extension has no CUDA path (built with CLEBSCH_TORCH_CUDA=OFF "
+      "or without a CUDA toolkit); rebuild it, move the tensors to the CPU or use the "
+      "e3nn module");
   return want;
 }
 
@@ -113,9 +113,9 @@ Tensor conv_device(const TensorProduct&, const std::string&, const Tensor&, cons
   TORCH_CHECK(false, "clebsch_torch: no CUDA path");
 }
 std::tuple<Tensor, Tensor, Tensor> conv_backward_device(const TensorProduct&, const std::string&,
+                                                        const Tensor&, const Tensor&, const Tensor&,
                                                         const Tensor&, const Tensor&,
-                                                        const Tensor&, const Tensor&,
-                                                        const Tensor&, const Tensor&) {
+                                                        const Tensor&) {
   TORCH_CHECK(false, "clebsch_torch: no CUDA path");
 }
 std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_device(
@@ -190,8 +190,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_kernel(
   const Tensor dy = contiguous_or_undefined(dy_, y, "dy");
   const Tensor dw = contiguous_or_undefined(dw_, w, "dw");
   if (device_path(x, "clebsch::conv_double_backward"))
-    return conv_double_backward_device(*tp, str(problem), x, y, w, sender, receiver, g, dx, dy,
-                                       dw);
+    return conv_double_backward_device(*tp, str(problem), x, y, w, sender, receiver, g, dx, dy, dw);
   const EdgeIndex edges = edge_index(x.size(0), g.size(0), sender, receiver);
   Tensor gx = at::empty_like(x), gy = at::empty_like(y), gw = at::empty_like(w);
   Tensor gg = at::empty_like(g);

@@ -79,7 +79,9 @@ case $mode in
       env PYTHONPATH="${MACE_PYTHONPATH:+$MACE_PYTHONPATH:}${CUEQ_PYTHONPATH:+$CUEQ_PYTHONPATH:}$root/torch:$root" \
       python3 bench/train_step.py --json "$work/train_step.jsonl" --run "${CLEBSCH_RUN:-h200-torch-train-step}" \
       --engines "${CLEBSCH_BENCH_ENGINES:-clebsch,cueq,e3nn}" --warmup "${CLEBSCH_BENCH_WARMUP:-2}" \
-      --repeat "${CLEBSCH_BENCH_REPEAT:-10}" --atoms "${CLEBSCH_BENCH_ATOMS:-10000}"
+      --repeat "${CLEBSCH_BENCH_REPEAT:-10}" --atoms "${CLEBSCH_BENCH_ATOMS:-10000}" \
+      --models "${CLEBSCH_BENCH_MODELS:-mace-mp-0-medium,nequip-benzene}" \
+      --precisions "${CLEBSCH_BENCH_PRECISIONS:-fp32,fp64}"
     ;;
   *)
     echo "run_cuda_tests.sh: mode must be tests or bench, got '$mode'" | tee -a "$log"

@@ -90,6 +90,8 @@ def make_target(name: str) -> Target:
         if not has_device_path():
             pytest.skip("the extension was built without its CUDA path (CLEBSCH_TORCH_CUDA=OFF)")
         if not why_not_cuda and os.environ.get("CLEBSCH_TORCH_EMULATED", "0") in ("", "0"):
-            pytest.skip("a GPU is present: the emulated target is CI's (CLEBSCH_TORCH_EMULATED=1 "
-                        "runs it too)")
+            pytest.skip(
+                "a GPU is present: the emulated target is CI's (CLEBSCH_TORCH_EMULATED=1 "
+                "runs it too)"
+            )
     return Target(name)

@@ -96,9 +96,7 @@ def test_autograd_to_second_order_matches_e3nn(target, name):
         loss = sum((f * v).sum() for f, v in zip(first, (vx, vy, vw)))
         return [out.detach(), *(f.detach() for f in first), *torch.autograd.grad(loss, xyw)]
 
-    want = second_order(
-        lambda a, b, c: e3nn_conv(tp, a, b, c, s, r, n), x, y, w, grad, vx, vy, vw
-    )
+    want = second_order(lambda a, b, c: e3nn_conv(tp, a, b, c, s, r, n), x, y, w, grad, vx, vy, vw)
     with target.active():
         sd, rd = target.to(s, r)
         got = second_order(
@@ -161,8 +159,16 @@ def test_int32_indices_empty_rows_and_no_edges(target):
         xd, yd, wd, sd, rd = target.to(x, y, w, s, r)
         out32 = torch.ops.clebsch.conv(xd, yd, wd, sd.int(), rd.int(), n + 3, problem)
         none = target.to(torch.zeros(0, dtype=torch.long))
-        empty = all_outputs(problem, xd, yd[:0], wd[:0], none, none, *target.to(grad, dx),
-                            *target.to(dy[:0], dw[:0]))
+        empty = all_outputs(
+            problem,
+            xd,
+            yd[:0],
+            wd[:0],
+            none,
+            none,
+            *target.to(grad, dx),
+            *target.to(dy[:0], dw[:0]),
+        )
     assert_close(out32, want, 1e-12, f"{target.name} int32 indices, 3 extra receivers")
     assert float(out32[n - 1 :].abs().max()) == 0  # rows without edges are zero
     for name, t in zip(NAMES, empty):
