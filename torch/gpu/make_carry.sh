@@ -12,7 +12,8 @@
 #                          bench/train_step.py --precompile
 #   CARRY/build.txt        what was built (commit, torch, sizes)
 # PYTHON: the interpreter with that torch (default ~/.cache/clebsch/venv-torch211/bin/python).
-# CLEBSCH_CARRY_PARTS: "tests bench" (default) or one of them, which caches to fill.
+# CLEBSCH_CARRY_PARTS: "tests bench" (default), one of them, or "none": which modules to add to the
+# cache (BUILD_DIR/kcache, kept between calls).
 #
 #   torch/gpu/make_carry.sh BUILD_DIR [CARRY_DIR]
 set -euo pipefail
@@ -38,7 +39,7 @@ tar cJf "$carry/kcache.tar.xz" -C "$build" kcache
 {
   echo "commit $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (+ uncommitted changes)')"
   "$python" -c 'import torch; print("torch", torch.__version__)'
-  echo "kernel modules $(find "$kcache" -name '*.cubin' | wc -l) (sm_90), parts: $parts"
+  echo "kernel modules $(find "$kcache" -name '*.cubin' | wc -l) (sm_90; filled by this call: $parts)"
 } >"$carry/build.txt"
 cat "$carry/build.txt"
 du -ah "$carry" | sort -h | tail -6
