@@ -23,8 +23,9 @@ Schedule schedule_fitting(const TpProblem& problem, const DeviceLimits& limits,
 
 }  // namespace
 
-DeviceLimits device_limits(const DeviceBackend& backend) {
-  const BackendLimits b = backend.limits();
+DeviceLimits device_limits(const DeviceBackend& backend) { return device_limits(backend.limits()); }
+
+DeviceLimits device_limits(const BackendLimits& b) {
   DeviceLimits l;
   l.sm_major = b.sm_major;
   l.sm_minor = b.sm_minor;
@@ -33,6 +34,17 @@ DeviceLimits device_limits(const DeviceBackend& backend) {
   l.max_shared_per_sm = b.max_shared_per_sm;
   l.max_threads_per_block = b.max_threads_per_block;
   return l;
+}
+
+Cubin precompile_conv(const TensorProduct& tp, DType dtype, Accumulation accumulation,
+                      const BackendLimits& limits, ScheduleOptions options) {
+  const TpProblem problem = TpProblem::from_tensor_product(tp, dtype, accumulation);
+  const Schedule s = schedule_fitting(problem, device_limits(limits), options);
+  // What the CUDA backend's load() passes: the architecture and nothing else.
+  CompileOptions co;
+  co.arch = "sm_" + std::to_string(limits.sm_major) + std::to_string(limits.sm_minor);
+  return compile_cubin(emit_conv_module(problem, s), "clebsch_conv_" + problem.hash_hex() + ".cu",
+                       co);
 }
 
 std::vector<KernelSpec> ConvRunner::kernel_specs(const Schedule& s) {

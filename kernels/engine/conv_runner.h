@@ -11,6 +11,7 @@
 #include <string>
 
 #include "clebsch/cuda/device/device_backend.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
 #include "clebsch/cuda/generator/tp_launcher.h"
 #include "clebsch/cuda/graph/edge_orderings.h"
 
@@ -59,5 +60,15 @@ class ConvRunner {
 
 /// DeviceLimits (tp_schedule.h) of a backend.
 DeviceLimits device_limits(const DeviceBackend& backend);
+/// DeviceLimits (tp_schedule.h) of backend limits @p limits.
+DeviceLimits device_limits(const BackendLimits& limits);
+
+/// Compiles, without a device, the module that ConvRunner(backend, @p tp, @p dtype,
+/// @p accumulation, @p options) loads on a CUDA backend whose limits() are @p limits (default:
+/// an H200), into the kernel cache (default_cache_dir()) where that ConvRunner finds it: the same
+/// problem, schedule, source and compile options (the architecture from @p limits). So a GPU
+/// host that receives the cache compiles nothing. @throws CapacityError; CudaError.
+Cubin precompile_conv(const TensorProduct& tp, DType dtype, Accumulation accumulation,
+                      const BackendLimits& limits = {}, ScheduleOptions options = {});
 
 }  // namespace clebsch::cuda

@@ -4,7 +4,8 @@
 Importing the package loads the operator library, which registers ``torch.ops.clebsch.conv``,
 ``conv_backward`` and ``conv_double_backward`` (CPU kernels: the core library's host
 convolution; autograd to second order; meta kernels for ``torch.compile`` and
-``torch.export``). The CUDA entry points raise: this build has no CUDA kernels yet.
+``torch.export``; CUDA tensors: the generated kernels of Clebsch's CUDA engine, when the
+library was built with its CUDA path, see torch/README.md).
 
 Examples
 --------

@@ -3,8 +3,10 @@
 // The operators of namespace clebsch: their schemas, the CPU kernels (the core library's host
 // convolution, o3/convolution.h: receiver-sorted forward, sender-sorted backward, both without
 // atomics and independent of the thread count), the Meta kernels (shapes only: what FakeTensor,
-// torch.compile and torch.export run) and the CUDA entry, which refuses until the generated
-// kernels are wired in. Layouts are the core's: x [num_senders, dim_in1], y [E, dim_in2],
+// torch.compile and torch.export run) and the device path (conv_device.h: the generated kernels
+// of kernels/, for CUDA tensors, and for CPU tensors when CLEBSCH_TORCH_CPU_BACKEND=emulated).
+// Built without the CUDA path (CLEBSCH_TORCH_CUDA=OFF, or no CUDA toolkit), the CUDA entries
+// refuse. Layouts are the core's: x [num_senders, dim_in1], y [E, dim_in2],
 // w [E, weight_numel], out [num_receivers, dim_out], e3nn's mul_ir order inside a row; sender and
 // receiver are [E] integer tensors (MACE: edge_index[0], edge_index[1]).
 #include <ATen/ATen.h>
@@ -12,14 +14,27 @@
 #include <torch/headeronly/version.h>
 #include <torch/library.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "clebsch/o3/convolution.h"
+#include "conv_device.h"
 #include "conv_ops.h"
 #include "conv_problem.h"
 
 namespace clebsch::torch_ext {
+
+bool cpu_backend_emulated() {
+  // Read at every call, so that one process (the tests) can compare both CPU paths.
+  const char* v = std::getenv("CLEBSCH_TORCH_CPU_BACKEND");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "host") return false;
+  TORCH_CHECK(s == "emulated", "clebsch conv: CLEBSCH_TORCH_CPU_BACKEND must be 'host' or ",
+              "'emulated', got '", s, "'");
+  return true;
+}
+
 namespace {
 
 std::string str(c10::string_view s) { return std::string(s.data(), s.size()); }
@@ -69,13 +84,61 @@ const T* ptr_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
-// --- CPU ---------------------------------------------------------------------------------------
+// --- The device path, or its refusal ----------------------------------------------------------
 
-Tensor conv_cpu(const Tensor& x_, const Tensor& y_, const Tensor& w_, const Tensor& sender,
-                const Tensor& receiver, int64_t num_receivers, c10::string_view problem) {
+#ifdef CLEBSCH_TORCH_HAVE_CUDA
+constexpr bool kHaveDevicePath = true;
+#else
+constexpr bool kHaveDevicePath = false;
+#endif
+
+// Whether a call on @p x takes the device path; refuses what this build cannot run.
+bool device_path(const Tensor& x, const char* op) {
+  const bool want = !x.is_cpu() || cpu_backend_emulated();
+  TORCH_CHECK(
+      !want || kHaveDevicePath, "clebsch_torch: ", op, " on ",
+      x.is_cpu() ? "the emulated backend (CLEBSCH_TORCH_CPU_BACKEND=emulated)" : "CUDA tensors",
+      ": this build of the extension has no CUDA path (built with CLEBSCH_TORCH_CUDA=OFF "
+      "or without a CUDA toolkit); rebuild it, move the tensors to the CPU or use the "
+      "e3nn module");
+  return want;
+}
+
+}  // namespace
+
+#ifndef CLEBSCH_TORCH_HAVE_CUDA
+// Never called (device_path refused first); they keep the kernels below free of #ifdefs.
+Tensor conv_device(const TensorProduct&, const std::string&, const Tensor&, const Tensor&,
+                   const Tensor&, const Tensor&, const Tensor&, int64_t) {
+  TORCH_CHECK(false, "clebsch_torch: no CUDA path");
+}
+std::tuple<Tensor, Tensor, Tensor> conv_backward_device(const TensorProduct&, const std::string&,
+                                                        const Tensor&, const Tensor&, const Tensor&,
+                                                        const Tensor&, const Tensor&,
+                                                        const Tensor&) {
+  TORCH_CHECK(false, "clebsch_torch: no CUDA path");
+}
+std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_device(
+    const TensorProduct&, const std::string&, const Tensor&, const Tensor&, const Tensor&,
+    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  TORCH_CHECK(false, "clebsch_torch: no CUDA path");
+}
+std::string precompile_device(const TensorProduct&, const std::string&) {
+  TORCH_CHECK(false, "clebsch precompile_conv: this build of the extension has no CUDA path");
+}
+#endif
+
+namespace {
+
+// --- CPU (host kernels) and the device path ----------------------------------------------------
+
+Tensor conv_kernel(const Tensor& x_, const Tensor& y_, const Tensor& w_, const Tensor& sender,
+                   const Tensor& receiver, int64_t num_receivers, c10::string_view problem) {
   const auto tp = conv_problem(str(problem));
   check_inputs(*tp, x_, y_, w_, sender, receiver);
   const Tensor x = x_.contiguous(), y = y_.contiguous(), w = w_.contiguous();
+  if (device_path(x, "clebsch::conv"))
+    return conv_device(*tp, str(problem), x, y, w, sender, receiver, num_receivers);
   const EdgeIndex edges = edge_index(x.size(0), num_receivers, sender, receiver);
   Tensor out = at::empty({num_receivers, tp->dim_out()}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "clebsch::conv", [&] {
@@ -85,14 +148,16 @@ Tensor conv_cpu(const Tensor& x_, const Tensor& y_, const Tensor& w_, const Tens
   return out;
 }
 
-std::tuple<Tensor, Tensor, Tensor> conv_backward_cpu(const Tensor& x_, const Tensor& y_,
-                                                     const Tensor& w_, const Tensor& sender,
-                                                     const Tensor& receiver, const Tensor& g_,
-                                                     c10::string_view problem) {
+std::tuple<Tensor, Tensor, Tensor> conv_backward_kernel(const Tensor& x_, const Tensor& y_,
+                                                        const Tensor& w_, const Tensor& sender,
+                                                        const Tensor& receiver, const Tensor& g_,
+                                                        c10::string_view problem) {
   const auto tp = conv_problem(str(problem));
   check_inputs(*tp, x_, y_, w_, sender, receiver);
   check_grad_out(*tp, x_, g_);
   const Tensor x = x_.contiguous(), y = y_.contiguous(), w = w_.contiguous(), g = g_.contiguous();
+  if (device_path(x, "clebsch::conv_backward"))
+    return conv_backward_device(*tp, str(problem), x, y, w, sender, receiver, g);
   const EdgeIndex edges = edge_index(x.size(0), g.size(0), sender, receiver);
   Tensor gx = at::empty_like(x), gy = at::empty_like(y), gw = at::empty_like(w);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "clebsch::conv_backward", [&] {
@@ -113,7 +178,7 @@ Tensor contiguous_or_undefined(const OptTensor& t, const Tensor& like, const cha
   return t->contiguous();
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_cpu(
+std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_kernel(
     const Tensor& x_, const Tensor& y_, const Tensor& w_, const Tensor& sender,
     const Tensor& receiver, const Tensor& g_, const OptTensor& dx_, const OptTensor& dy_,
     const OptTensor& dw_, c10::string_view problem) {
@@ -124,6 +189,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_cpu(
   const Tensor dx = contiguous_or_undefined(dx_, x, "dx");
   const Tensor dy = contiguous_or_undefined(dy_, y, "dy");
   const Tensor dw = contiguous_or_undefined(dw_, w, "dw");
+  if (device_path(x, "clebsch::conv_double_backward"))
+    return conv_double_backward_device(*tp, str(problem), x, y, w, sender, receiver, g, dx, dy, dw);
   const EdgeIndex edges = edge_index(x.size(0), g.size(0), sender, receiver);
   Tensor gx = at::empty_like(x), gy = at::empty_like(y), gw = at::empty_like(w);
   Tensor gg = at::empty_like(g);
@@ -166,35 +233,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_meta(
   return {at::empty_like(x), at::empty_like(y), at::empty_like(w), at::empty_like(g)};
 }
 
-// --- CUDA: not yet -----------------------------------------------------------------------------
-
-[[noreturn]] void no_cuda(const char* op) {
-  TORCH_CHECK(false, "clebsch_torch: ", op,
-              " on CUDA tensors: this build has no CUDA kernels yet (only the CPU host kernels); "
-              "move the tensors to the CPU or use the e3nn module");
-}
-Tensor conv_cuda(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                 c10::string_view) {
-  no_cuda("clebsch::conv");
-}
-std::tuple<Tensor, Tensor, Tensor> conv_backward_cuda(const Tensor&, const Tensor&, const Tensor&,
-                                                      const Tensor&, const Tensor&, const Tensor&,
-                                                      c10::string_view) {
-  no_cuda("clebsch::conv_backward");
-}
-std::tuple<Tensor, Tensor, Tensor, Tensor> conv_double_backward_cuda(
-    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-    const OptTensor&, const OptTensor&, const OptTensor&, c10::string_view) {
-  no_cuda("clebsch::conv_double_backward");
-}
-
 // The torch this library was compiled against: the package compares it with the running one.
 std::string build_info() { return "torch " TORCH_VERSION; }
+
+// Which paths this build has: "cuda" when CUDA tensors (and the emulated backend) are served.
+std::string build_features() { return kHaveDevicePath ? "cuda" : ""; }
+
+std::string precompile_conv(c10::string_view problem, c10::string_view dtype) {
+  return precompile_device(*conv_problem(str(problem)), str(dtype));
+}
 
 }  // namespace
 
 TORCH_LIBRARY(clebsch, m) {
   m.def("build_info() -> str", &build_info);
+  m.def("build_features() -> str", &build_features);
+  // Compiles a problem's CUDA module for an H200 into the kernel cache (no GPU needed).
+  m.def("precompile_conv(str problem, str dtype) -> str", &precompile_conv);
   m.def(
       "conv(Tensor x, Tensor y, Tensor w, Tensor sender, Tensor receiver, SymInt num_receivers, "
       "str problem) -> Tensor");
@@ -208,9 +263,9 @@ TORCH_LIBRARY(clebsch, m) {
 }
 
 TORCH_LIBRARY_IMPL(clebsch, CPU, m) {
-  m.impl("conv", TORCH_FN(conv_cpu));
-  m.impl("conv_backward", TORCH_FN(conv_backward_cpu));
-  m.impl("conv_double_backward", TORCH_FN(conv_double_backward_cpu));
+  m.impl("conv", TORCH_FN(conv_kernel));
+  m.impl("conv_backward", TORCH_FN(conv_backward_kernel));
+  m.impl("conv_double_backward", TORCH_FN(conv_double_backward_kernel));
 }
 
 TORCH_LIBRARY_IMPL(clebsch, Meta, m) {
@@ -220,9 +275,9 @@ TORCH_LIBRARY_IMPL(clebsch, Meta, m) {
 }
 
 TORCH_LIBRARY_IMPL(clebsch, CUDA, m) {
-  m.impl("conv", TORCH_FN(conv_cuda));
-  m.impl("conv_backward", TORCH_FN(conv_backward_cuda));
-  m.impl("conv_double_backward", TORCH_FN(conv_double_backward_cuda));
+  m.impl("conv", TORCH_FN(conv_kernel));
+  m.impl("conv_backward", TORCH_FN(conv_backward_kernel));
+  m.impl("conv_double_backward", TORCH_FN(conv_double_backward_kernel));
 }
 
 }  // namespace clebsch::torch_ext
