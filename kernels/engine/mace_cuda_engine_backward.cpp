@@ -96,8 +96,8 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
     gdens_.resize(L_);
     gk_->row_dot(dt_, RowDotArgs{gMl_.data(), Lp.Ml.data(), gdens_.data(), L, dt, dt, dt, -1, 0},
                  s);
-    gk_->scale_rows(dt_, ScaleRowsArgs{gdens_.data(), Lp.dens.data(), L, 1, 1, 1}, s);
-    gk_->scale_rows(dt_, ScaleRowsArgs{gMl_.data(), Lp.dens.data(), L, dt, dt, 1}, s);
+    gk_->scale_rows(dt_, ScaleRowsArgs{gdens_.data(), Lp.dens.data(), L, 1, 1, 1, 0, 0}, s);
+    gk_->scale_rows(dt_, ScaleRowsArgs{gMl_.data(), Lp.dens.data(), L, dt, dt, 1, 0, 0}, s);
   } else {
     gk_->axpby(dt_, dt_, GenericKernels::vector(gMl_.data(), gMl_.data(), L * dt, Lp.inv_avg, 0),
                s);

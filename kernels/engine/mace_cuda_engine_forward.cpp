@@ -110,7 +110,7 @@ void MaceCuda<T, G>::node_forward(int t, Stream s) {
     Lp.Ml.resize(L_ * dt);
     Lp.linear.forward(*gk_, L, Mraw_.data(), Lp.dim_mid, Lp.Ml.data(), dt, false, nullptr, s);
     if (Lp.density)
-      gk_->scale_rows(dt_, ScaleRowsArgs{Lp.Ml.data(), Lp.dens.data(), L, dt, dt, 1}, s);
+      gk_->scale_rows(dt_, ScaleRowsArgs{Lp.Ml.data(), Lp.dens.data(), L, dt, dt, 1, 0, 0}, s);
     else
       gk_->axpby(dt_, dt_,
                  GenericKernels::vector(Lp.Ml.data(), Lp.Ml.data(), L * dt, Lp.inv_avg, 0), s);

@@ -55,7 +55,11 @@ struct DeviceSpline {
 template <class T>
 struct Layer {
   explicit Layer(DeviceBackend& b)
-      : weights(b),
+      : src_tab(b),
+        tgt_tab(b),
+        xin(b),
+        X(b),
+        weights(b),
         radial_spline(b),
         density_spline(b),
         hu(b),
@@ -66,11 +70,7 @@ struct Layer {
         dens(b),
         Ml(b),
         A(b),
-        Yc(b),
-        src_tab(b),
-        tgt_tab(b),
-        xin(b),
-        X(b) {}
+        Yc(b) {}
   bool sc_on_nodes = false, density = false;
   // RealAgnosticResidualNonLinearInteractionBlock (model::MaceInteraction::NonLinear, the host's
   // mace_engine_nonlinear.cpp): linear is its linear_1 and skip its (plain) skip linear; the
