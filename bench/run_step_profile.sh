@@ -13,6 +13,7 @@
 # (e.g. none): mace-torch's precisions, for sizes beyond its memory. CLEBSCH_EDGE_BATCH: edges per
 # batch of the CUDA engines' weight stage (default: the engine's choice). cuda-spline (the radial
 # MLPs tabulated, pair_style ... radial spline N) on CLEBSCH_SPLINE_INTERVALS (default 1000).
+# CLEBSCH_PROBLEM: the model (bench_mace_model.py --problem, e.g. mace-mh-1; default MP-0-medium).
 # CLEBSCH_ATOMIC=1: the CUDA engines accumulate with atomics (the pair style's default, what MD
 # runs) instead of the deterministic orderings (the benchmark's default).
 set -euo pipefail
@@ -38,7 +39,7 @@ for n in "${sizes[@]}"; do
     --atoms "$n" --engines "${CLEBSCH_BENCH_ENGINES:-cuda}" --precisions fp32,fp64 --kernel-profile \
     ${CLEBSCH_TORCH_PRECISIONS:+--torch-precisions "$CLEBSCH_TORCH_PRECISIONS"} \
     ${CLEBSCH_EDGE_BATCH:+--edge-batch "$CLEBSCH_EDGE_BATCH"} \
-    "${atomic[@]}" \
+    "${atomic[@]}" ${CLEBSCH_PROBLEM:+--problem "$CLEBSCH_PROBLEM"} \
     ${CLEBSCH_SPLINE_INTERVALS:+--spline-intervals "$CLEBSCH_SPLINE_INTERVALS"} \
     --out "$out/$n" --json "$out/$n/model.json" 2>&1 | tee "$out/$n/log.txt"
 done
