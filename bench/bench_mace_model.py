@@ -24,7 +24,8 @@ One model, one structure, one run, one GPU:
   ``torch.cuda.synchronize()``; peak extra device memory from PyTorch's allocator over the model
   and the batch;
 - the check: max |dF| and |dE|/|E| of every Clebsch result against mace-torch float64 (and
-  against mace-torch in the same precision); the float64 engine must agree to 1e-8 eV/A;
+  against mace-torch in the same precision); the float64 engine must agree to 1e-8 eV/A
+  (relative to max |F| where that exceeds 1 eV/A);
 - with ``--kernel-profile``: one more CUDA-engine call per precision with kernel timing on
   (every kernel, copy and cuBLAS GEMM of the step, by engine phase), written by
   ``bench_mace_model --kernel-profile`` to ``OUT/kernel_profile.json`` (bench/README.md).
@@ -409,6 +410,12 @@ def main() -> int:
         ),
         None,
     )
+    # The force check is relative where forces exceed 1 eV/A: random weights of a large model
+    # (the MH-1-sized one: |E|/N ~ 2e4 eV) make forces whose float64 round-off alone passes 1e-8.
+    force_scale = 1.0
+    if "forces" in ref64:
+        info["max_abs_F_torch_fp64"] = float(np.abs(ref64["forces"]).max())
+        force_scale = max(1.0, info["max_abs_F_torch_fp64"])
     rows = []
     for r in engine_rows:
         row = {k: v for k, v in r.items() if k not in ("forces_array", "times_s")}
@@ -436,7 +443,8 @@ def main() -> int:
         elif r["precision"] == "fp64" and "max_abs_dF_vs_torch_fp64" in row:
             row["check"] = (
                 "pass"
-                if row["max_abs_dF_vs_torch_fp64"] < 1e-8 and row["rel_dE_vs_torch_fp64"] < 1e-10
+                if row["max_abs_dF_vs_torch_fp64"] < 1e-8 * force_scale
+                and row["rel_dE_vs_torch_fp64"] < 1e-10
                 else "FAIL"
             )
         elif r["precision"] == "fp64" and "max_abs_dF_vs_host_fp64" in row:

@@ -23,6 +23,10 @@ import sys
 from typing import Any, Dict, List
 
 MODEL_NAME = "mace-mp-0-medium-sized (89 species, random weights)"
+MODEL_NAMES = {  # bench_mace_model.py --problem
+    "mace-mp-0-medium": MODEL_NAME,
+    "mace-mh-1": "mace-mh-1-sized (89 species, random weights)",
+}
 # bench_mace_model's CUDA engine kinds and what their records' configuration adds: the engine's
 # default (cuda), the radial form forced either way (CudaEngineOptions::fused_radial), and the
 # radial MLPs tabulated (pair_style ... radial spline N: not the exact model).
@@ -53,7 +57,7 @@ def clebsch_records(path: str, run: str) -> List[Dict[str, Any]]:
                 "what": "model_step",
                 "engine": "clebsch-cuda",
                 "configuration": f"CUDA engine, {mode}, default edge batches{form}",
-                "model": MODEL_NAME,
+                "model": MODEL_NAMES.get(info.get("problem"), info.get("problem") or MODEL_NAME),
                 "precision": r["precision"],
                 "atoms": n,
                 "edges": info.get("edges"),

@@ -441,7 +441,8 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   size_at_least_one(Lk.x, N_ * Lk.dim_x);
   Lk.linear_1.forward(*gk_, N, h_.data(), Lk.dim_in, Lk.x.data(), Lk.dim_x, false, nullptr, s);
   node_norm(Lk, s);
-  gk_->scale_rows(dt_, ScaleRowsArgs{Lk.x.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0, 0, 0}, s);
+  gk_->scale_rows(dt_, ScaleRowsArgs{Lk.x.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0, 0, 0},
+                  s);
 
   // message[i] = sum over the edges into i of tp(x[sender], Y_e, edge_mlp(emb_e)); a batch
   // writes its centres' rows.
@@ -528,7 +529,8 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
 
   if (need_grad_h) {
     node_norm(Lk, s);
-    gk_->scale_rows(dt_, ScaleRowsArgs{gx_.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0, 0, 0}, s);
+    gk_->scale_rows(dt_, ScaleRowsArgs{gx_.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0, 0, 0},
+                    s);
     Lk.linear_1.backward(*gk_, N, gx_.data(), Lk.dim_x, gh_in_.data(), Lk.dim_in, true, nullptr, s);
     // Ghost rows hold gradients that belong to their owners' features.
     if (exchange) exchange_reverse_rows(*backend_, gh_in_.data(), N_, Lk.dim_in, *exchange, s);
