@@ -120,6 +120,25 @@ class DeviceOps : public ::testing::TestWithParam<std::string> {
     }
   }
 
+  // Device MLP vs host MLP on @p rows random rows, forward and backward; returns the host's
+  // input gradient (for a caller that checks it is not trivially small).
+  std::vector<double> check_mlp(DeviceMlp<double>& dev, const mace_detail::Mlp<double>& host,
+                                int rows, std::uint64_t seed, double backward_tol) {
+    const std::vector<double> x = test::randn(rows * dev.dim_in(), seed),
+                              gy = test::randn(rows * dev.dim_out(), seed + 1);
+    auto dx = up(x), dgy = up(gy);
+    DeviceArray<double> dy(*backend_, rows * dev.dim_out()), dgx(*backend_, x.size());
+    dev.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
+    dev.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
+    std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)),
+        g = gy, gx(x.size()), work(2 * rows * host.max_width());
+    host.forward(rows, x.data(), y.data(), scratch.data());
+    host.backward(rows, scratch.data(), g.data(), gx.data(), work.data());
+    EXPECT_LE(test::rel_error(dy.download(), y), 1e-14);
+    EXPECT_LE(test::rel_error(dgx.download(), gx), backward_tol);
+    return gx;
+  }
+
   std::unique_ptr<DeviceBackend> backend_;
   std::unique_ptr<GenericKernels> gk_;
 };
@@ -146,19 +165,7 @@ TEST_P(DeviceOps, MlpForwardAndBackwardMatchTheHostEngine) {
   for (const auto& in : m.interactions) {
     DeviceMlp<double> dev(*backend_, in.radial_mlp, "radial_mlp");
     mace_detail::Mlp<double> host(in.radial_mlp, "radial_mlp");
-    const int rows = 9;
-    const std::vector<double> x = test::randn(rows * dev.dim_in(), 3),
-                              gy = test::randn(rows * dev.dim_out(), 4);
-    auto dx = up(x), dgy = up(gy);
-    DeviceArray<double> dy(*backend_, rows * dev.dim_out()), dgx(*backend_, x.size());
-    dev.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
-    dev.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
-    std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)),
-        g = gy, gx(x.size()), work(2 * rows * host.max_width());
-    host.forward(rows, x.data(), y.data(), scratch.data());
-    host.backward(rows, scratch.data(), g.data(), gx.data(), work.data());
-    EXPECT_LE(test::rel_error(dy.download(), y), 1e-14);
-    EXPECT_LE(test::rel_error(dgx.download(), gx), 1e-14);
+    check_mlp(dev, host, 9, 3, 1e-14);
   }
 }
 
@@ -241,19 +248,7 @@ TEST_P(DeviceOps, LayerNormAndBiasMlpMatchesTheHostEngine) {
   DeviceMlp<double> dev(*backend_, m, "radial_mlp");
   EXPECT_FALSE(dev.last_layer_is_linear());  // the fused radial form must not take it
   mace_detail::Mlp<double> host(m, "radial_mlp");
-  const int rows = 11;
-  const std::vector<double> x = test::randn(rows * dev.dim_in(), 5),
-                            gy = test::randn(rows * dev.dim_out(), 6);
-  auto dx = up(x), dgy = up(gy);
-  DeviceArray<double> dy(*backend_, rows * dev.dim_out()), dgx(*backend_, x.size());
-  dev.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
-  dev.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
-  std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)),
-      g = gy, gx(x.size()), work(2 * rows * host.max_width());
-  host.forward(rows, x.data(), y.data(), scratch.data());
-  host.backward(rows, scratch.data(), g.data(), gx.data(), work.data());
-  EXPECT_LE(test::rel_error(dy.download(), y), 1e-14);
-  EXPECT_LE(test::rel_error(dgx.download(), gx), 1e-13);
+  const std::vector<double> gx = check_mlp(dev, host, 11, 5, 1e-13);
   double gmax = 0;
   for (double v : gx) gmax = std::max(gmax, std::abs(v));
   EXPECT_GT(gmax, 1e-3);  // a meaningful comparison
