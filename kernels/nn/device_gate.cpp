@@ -6,7 +6,6 @@
 #include <cmath>
 #include <optional>
 
-#include "clebsch/cuda/templates/device_args.h"
 #include "clebsch/model/gate_channels.h"
 #include "clebsch/support/error.h"
 
@@ -18,7 +17,8 @@ struct Act {
   double cst = 1.0;
 };
 
-// The device kernels switch on the model's kind as an int (clebsch_act).
+// The device kernels switch on the model's kind as an int (clebsch_act; the kinds come with
+// generic_kernels.h).
 static_assert(int(model::Activation::Kind::kSilu) == kActSilu &&
               int(model::Activation::Kind::kTanh) == kActTanh &&
               int(model::Activation::Kind::kSigmoid) == kActSigmoid &&
