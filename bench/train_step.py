@@ -15,8 +15,11 @@ Models (random weights, seed 0):
 
 Engines: ``e3nn`` (the models as built: gather, e3nn tensor product, scatter); ``cueq``
 (mace-torch's own e3nn -> cuEquivariance conversion, ``mace.cli.convert_e3nn_cueq.run``, as
-``peers_model_step.py``; MACE only); ``clebsch`` (``clebsch_torch.patch_mace`` for MACE, the
-model's convolution on ``clebsch_torch.conv`` for the NequIP-style model).
+``peers_model_step.py``; MACE only); ``oeq`` (OpenEquivariance 0.7's fused
+``TensorProductConv`` in its atomic mode: mace-torch's ``mace.cli.convert_e3nn_oeq.run`` for
+MACE, the module on the model's convolution problem for the NequIP-style model); ``clebsch``
+(``clebsch_torch.patch_mace`` for MACE, the model's convolution on ``clebsch_torch.conv`` for
+the NequIP-style model).
 
 The structure: rattled fcc Cu (``bench_mace_cpu.build_structure``), ``--atoms`` (10,000 ->
 10,192) atoms, periodic; the loss (E - E0)^2 / N^2 + mean |F - F0|^2 against fixed random
@@ -63,7 +66,7 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 import torch  # noqa: E402
 
 MODELS = ("mace-mp-0-medium", "nequip-benzene")
-ENGINES = ("e3nn", "cueq", "clebsch")
+ENGINES = ("e3nn", "cueq", "oeq", "clebsch")
 PRECISIONS = {"fp32": torch.float32, "fp64": torch.float64}
 NEQUIP = dict(
     irreps="64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e",
@@ -105,11 +108,38 @@ class Conv(torch.nn.Module):
         )
         self.avg = avg
         self.problem: Optional[str] = None  # set: clebsch_torch.conv instead of e3nn
+        self.oeq: Optional[torch.nn.Module] = None  # set: OpenEquivariance's fused conv
+
+    def use_oeq(self, dtype) -> None:
+        """OpenEquivariance's TensorProductConv (atomic, its fastest mode) for this problem."""
+        import numpy as np
+        import openequivariance as oeq
+
+        npdt = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
+        ins = [
+            (i.i_in1, i.i_in2, i.i_out, i.connection_mode, i.has_weight)
+            for i in self.tp.instructions
+        ]
+        problem = oeq.TPProblem(
+            str(self.tp.irreps_in1),
+            str(self.tp.irreps_in2),
+            str(self.tp.irreps_out),
+            ins,
+            shared_weights=False,
+            internal_weights=False,
+            irrep_dtype=npdt,
+            weight_dtype=npdt,
+        )
+        self.oeq = oeq.TensorProductConv(problem, deterministic=False)
 
     def forward(self, x, sh, basis, sender, receiver):
         w = self.radial(basis)
         if self.problem is not None:
             out = torch.ops.clebsch.conv(x, sh, w, sender, receiver, x.shape[0], self.problem)
+        elif self.oeq is not None:
+            # rows = receivers, cols = senders; weights from e3nn's order to its own
+            w = self.oeq.reorder_weights_from_e3nn(w, True)
+            out = self.oeq(x, sh, w, receiver, sender)
         else:
             msg = self.tp(x[sender], sh, w)
             out = torch.zeros(x.shape[0], msg.shape[1], dtype=msg.dtype, device=msg.device)
@@ -227,6 +257,14 @@ def base_model(name: str, make) -> torch.nn.Module:
         return make()
 
 
+def require_oeq() -> None:
+    # Without it, mace-torch's converter silently builds e3nn modules behind a fused entry.
+    try:
+        import openequivariance  # noqa: F401
+    except ImportError as e:
+        raise NotImplementedError(f"not run: OpenEquivariance is not importable ({e})") from e
+
+
 def build(model_name: str, engine: str, dtype, device):
     """(model in training mode on device/dtype, batch function)."""
     if model_name == "mace-mp-0-medium":
@@ -243,6 +281,17 @@ def build(model_name: str, engine: str, dtype, device):
             old = torch.get_default_dtype()
             try:
                 model = e3nn_to_cueq(model, device=device.type)
+            finally:
+                torch.set_default_dtype(old)
+        elif engine == "oeq":
+            # mace-torch's own e3nn -> OpenEquivariance conversion (fused atomic conv); its
+            # problems take their dtype from the default at construction, so convert in dtype
+            require_oeq()
+            from mace.cli.convert_e3nn_oeq import run as e3nn_to_oeq
+
+            old = torch.get_default_dtype()
+            try:
+                model = e3nn_to_oeq(model.to(device=device, dtype=dtype), device=device.type)
             finally:
                 torch.set_default_dtype(old)
         elif engine == "clebsch":
@@ -290,6 +339,10 @@ def build(model_name: str, engine: str, dtype, device):
 
             for c in model.convs:
                 c.problem = clebsch_torch.problem_from_e3nn(c.tp)
+        elif engine == "oeq":
+            require_oeq()
+            for c in model.convs:
+                c.use_oeq(dtype)
         model = model.to(device=device, dtype=dtype)
 
         def forward(m, b):

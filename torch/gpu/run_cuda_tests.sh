@@ -8,7 +8,8 @@
 #          and its e3nn 0.4.4 from .whl/mace) with CLEBSCH_TORCH_REQUIRE_CUDA=1 (a skipped cuda
 #          target fails);
 #   bench: bench/train_step.py (MACE-MP-0-medium-sized and NequIP-benzene-sized, fp32 and fp64,
-#          clebsch, cueq from .whl/peers, e3nn), records in train_step.jsonl.
+#          clebsch, cueq and oeq from .whl/peers, e3nn; CLEBSCH_BENCH_ENGINES), records in
+#          train_step.jsonl.
 # Everything it writes (logs, junit XML, JSON records, how many kernel modules were compiled
 # there) goes into OUT/torch-gpu.tar.xz, also when a part fails or runs out of time (each part
 # has its own time limit: CLEBSCH_TESTS_TIMEOUT, default 240 s a file, CLEBSCH_BENCH_TIMEOUT,
@@ -75,13 +76,28 @@ case $mode in
       "${py[@]}" --junitxml="$work/patch_mace.xml" torch/tests/test_patch_mace_cuda.py
     ;;
   bench)
-    part train_step "${CLEBSCH_BENCH_TIMEOUT:-540}" \
-      env PYTHONPATH="${MACE_PYTHONPATH:+$MACE_PYTHONPATH:}${CUEQ_PYTHONPATH:+$CUEQ_PYTHONPATH:}$root/torch:$root" \
-      python3 bench/train_step.py --json "$work/train_step.jsonl" --run "${CLEBSCH_RUN:-h200-torch-train-step}" \
-      --engines "${CLEBSCH_BENCH_ENGINES:-clebsch,cueq,e3nn}" --warmup "${CLEBSCH_BENCH_WARMUP:-2}" \
-      --repeat "${CLEBSCH_BENCH_REPEAT:-10}" --atoms "${CLEBSCH_BENCH_ATOMS:-10000}" \
-      --models "${CLEBSCH_BENCH_MODELS:-mace-mp-0-medium,nequip-benzene}" \
-      --precisions "${CLEBSCH_BENCH_PRECISIONS:-fp32,fp64}"
+    # OpenEquivariance runs in a process of its own: with it importable, mace-torch imports it
+    # (which JIT-compiles its extension, 1-2 min) in every process.
+    engines=${CLEBSCH_BENCH_ENGINES:-clebsch,cueq,e3nn,oeq}
+    others=$(tr ',' '\n' <<<"$engines" | grep -vx oeq | paste -sd, -)
+    bench_part() {
+      local name=$1 pythonpath=$2 which=$3
+      part "$name" "${CLEBSCH_BENCH_TIMEOUT:-540}" \
+        env PYTHONPATH="${MACE_PYTHONPATH:+$MACE_PYTHONPATH:}${pythonpath:+$pythonpath:}$root/torch:$root" \
+        python3 bench/train_step.py --json "$work/train_step.jsonl" --run "${CLEBSCH_RUN:-h200-torch-train-step}" \
+        --engines "$which" --warmup "${CLEBSCH_BENCH_WARMUP:-2}" \
+        --repeat "${CLEBSCH_BENCH_REPEAT:-10}" --atoms "${CLEBSCH_BENCH_ATOMS:-10000}" \
+        --models "${CLEBSCH_BENCH_MODELS:-mace-mp-0-medium,nequip-benzene}" \
+        --precisions "${CLEBSCH_BENCH_PRECISIONS:-fp32,fp64}"
+    }
+    [[ -n $others ]] && bench_part train_step "${CUEQ_PYTHONPATH:-}" "$others"
+    if [[ ,$engines, == *,oeq,* ]]; then
+      if [[ -n ${OEQ_VERSION:-} ]]; then
+        bench_part train_step_oeq "${PEERS_PYTHONPATH:-}" oeq
+      else
+        say "oeq: not run: OpenEquivariance unavailable (.whl/peers lacks its source distribution)"
+      fi
+    fi
     ;;
   *)
     echo "run_cuda_tests.sh: mode must be tests or bench, got '$mode'" | tee -a "$log"
