@@ -16,7 +16,7 @@
 //                    [--precision fp64,fp32,mixed] [--repeat 10] [--warmup 2]
 //                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
 //                    [--kernel-profile FILE] [--backend cuda|emulated]
-//                    [--spline-intervals N]
+//                    [--spline-intervals N] [--ledger-only]
 //
 // Engines: host, cuda (the CUDA engine with its default options), cuda-fused and cuda-unfused
 // (CudaEngineOptions::fused_radial forced on or off: the radial MLP's last layer inside the
@@ -32,6 +32,10 @@
 // on its stream), written to FILE as JSON (write_kernel_profile says what it holds) and as a
 // table of the 25 largest on stderr (stdout carries the results JSON that bench_mace_model.py
 // reads).
+// Every CUDA result carries the engine's memory ledger after its first call
+// (device_bytes_by_buffer: name, bytes, per atom|edge|fixed, bytes per atom and per edge; the
+// allocated total and the call's peak), from the backend's own count (so also emulated).
+// --ledger-only: that first call only (no timing), for the ledger on the emulated backend.
 // --backend emulated: the CUDA engine on the emulated backend (device code run on the host: no
 // GPU needed, times meaningless), to check the profile's plumbing.
 #include <algorithm>
@@ -87,6 +91,7 @@ struct Options {
   int spline_intervals = 1000;   // --spline-intervals: of the *-spline engines
   std::string kernel_profile;    // --kernel-profile FILE ("" none)
   std::string backend = "cuda";  // --backend: the CUDA engine's backend (cuda, emulated)
+  bool ledger_only = false;      // --ledger-only: one call per engine, for its memory ledger
 
   static std::vector<std::string> split(const std::string& text) {
     std::vector<std::string> out;
@@ -124,6 +129,8 @@ struct Options {
         o.kernel_profile = next();
       else if (a == "--backend")
         o.backend = next();
+      else if (a == "--ledger-only")
+        o.ledger_only = true;
       else if (a == "--engine")
         o.engines = split(next());
       else if (a == "--precision") {
@@ -240,6 +247,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // it and as the peers are timed: no host-device copies of the graph or the results), the same
 // warm-ups and repeats, each call closed by a stream synchronisation. The forces' scatter of the
 // edge gradients is left to the caller there (the Kokkos style's own kernel): not timed here.
+// The engine's device memory after a call, buffer by buffer (Engine::memory_usage: the
+// backend's ledger), with each buffer's bytes per atom and per edge of this graph, and the peak
+// of the call; the backend's own count, so that it holds on the emulated backend too.
+nlohmann::json memory_ledger(const Engine& engine, std::size_t atoms, std::size_t edges) {
+  const clebsch::EngineMemory m = engine.memory_usage();
+  nlohmann::json j, list = nlohmann::json::array();
+  for (const clebsch::EngineMemory::Buffer& b : m.device_buffers)
+    list.push_back({{"name", b.name},
+                    {"bytes", b.bytes},
+                    {"per", b.per},
+                    {"bytes_per_atom", atoms ? double(b.bytes) / atoms : 0.0},
+                    {"bytes_per_edge", edges ? double(b.bytes) / edges : 0.0}});
+  j["device_bytes_by_buffer"] = list;
+  j["device_allocated_bytes"] = m.device_bytes;
+  j["device_peak_allocated_bytes"] = m.device_peak_bytes;
+  j["device_allocated_bytes_per_atom"] = atoms ? double(m.device_bytes) / atoms : 0.0;
+  j["device_peak_allocated_bytes_per_atom"] = atoms ? double(m.device_peak_bytes) / atoms : 0.0;
+  return j;
+}
+
 nlohmann::json time_device_graph(Engine& engine, const AtomGraph& ag, const Options& opt) {
   nlohmann::json j;
 #if defined(CLEBSCH_BENCH_HAVE_CUDA_ENGINE)
@@ -431,6 +458,13 @@ int main(int argc, char** argv) try {
         EngineResult r;
         engine->compute(ag, r, nullptr);  // the first call may compile or load kernels
         j["setup_s"] = seconds_since(t0);
+        if (cuda) j.update(memory_ledger(*engine, s.n, g.center.size()));
+        if (opt.ledger_only) {
+          j["energy"] = r.energy;
+          out["results"].push_back(j);
+          std::cerr << j.dump() << std::endl;
+          continue;
+        }
         for (int w = 1; w < opt.warmup; ++w) engine->compute(ag, r, nullptr);
         std::vector<double> times;
         for (int k = 0; k < opt.repeat; ++k) {

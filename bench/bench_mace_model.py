@@ -238,6 +238,19 @@ def main() -> int:
     )
     ap.add_argument("--device", default="cuda")
     ap.add_argument(
+        "--backend",
+        default="cuda",
+        choices=["cuda", "emulated"],
+        help="the CUDA engines' backend (emulated: device code on the host, no GPU; times "
+        "meaningless, the memory ledger exact)",
+    )
+    ap.add_argument(
+        "--ledger-only",
+        action="store_true",
+        help="one call per CUDA engine, for its device memory ledger (device_bytes_by_buffer) "
+        "only: no timing (bench_mace_model --ledger-only)",
+    )
+    ap.add_argument(
         "--timeout-s",
         type=float,
         default=420,
@@ -339,6 +352,10 @@ def main() -> int:
             cmd += ["--edge-batch", str(args.edge_batch)]
         if "-spline" in kind:
             cmd += ["--spline-intervals", str(args.spline_intervals)]
+        if on_gpu and args.backend != "cuda":
+            cmd += ["--backend", args.backend]
+        if args.ledger_only:
+            cmd.append("--ledger-only")
         if args.kernel_profile and on_gpu:
             # One file per CUDA engine kind (cuda: kernel_profile.json, cuda-fused:
             # kernel_profile_cuda-fused.json) so that the forms are profiled side by side.
@@ -500,6 +517,18 @@ def main() -> int:
                 f"{r['engine']} {r['precision']} with the graph on the device: "
                 f"{dg.get('error') or fmt(dg.get('median_s'), '.4f') + ' s, ' + same_e}"
             )
+    for r in rows:
+        # The memory ledger (bench_mace_model.cpp memory_ledger): the largest buffers.
+        ledger = r.get("device_bytes_by_buffer") or []
+        if ledger:
+            print(
+                f"{r['engine']} {r['precision']} device memory: "
+                f"{r['device_allocated_bytes_per_atom'] / 1e3:.1f} KB/atom allocated after the "
+                f"call, {r['device_peak_allocated_bytes_per_atom'] / 1e3:.1f} KB/atom peak; "
+                "largest buffers (KB/atom, per):"
+            )
+            for b in ledger[:12]:
+                print(f"  {b['bytes_per_atom'] / 1e3:9.2f}  {b['per']:5}  {b['name']}")
     for p, r in torch_rows.items():
         print(
             f"mace-torch {p}: {r.get('error') or fmt(r.get('median_s'), '.4f') + ' s'}, peak "

@@ -3,11 +3,13 @@
 // DeviceArray<T>: a typed allocation on a DeviceBackend, freed on destruction. It only grows
 // (resize keeps the allocation when it is large enough, and does not preserve contents), so that
 // an engine sizes its buffers on the first call and allocates nothing on later calls of the same
-// or smaller size.
+// or smaller size. A named array (name()) labels its allocation in the backend's ledger
+// (allocation_ledger.h), so that an engine can account for its device memory buffer by buffer.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,7 +26,11 @@ class DeviceArray {
   }
   ~DeviceArray() { release(); }
   DeviceArray(DeviceArray&& o) noexcept
-      : backend_(o.backend_), ptr_(o.ptr_), size_(o.size_), capacity_(o.capacity_) {
+      : backend_(o.backend_),
+        ptr_(o.ptr_),
+        size_(o.size_),
+        capacity_(o.capacity_),
+        label_(std::move(o.label_)) {
     o.ptr_ = nullptr;
     o.size_ = o.capacity_ = 0;
   }
@@ -33,6 +39,7 @@ class DeviceArray {
     std::swap(ptr_, o.ptr_);
     std::swap(size_, o.size_);
     std::swap(capacity_, o.capacity_);
+    std::swap(label_, o.label_);
     return *this;
   }
   DeviceArray(const DeviceArray&) = delete;
@@ -45,6 +52,13 @@ class DeviceArray {
       backend_ = &backend;
     }
   }
+  /// Names the buffer in the backend's ledger: its allocation now and every later one.
+  void name(std::string name, BufferScale scale) {
+    label_ = {std::move(name), scale};
+    if (ptr_) backend_->ledger().label(ptr_, label_);
+  }
+  const std::string& name() const { return label_.name; }
+
   /// n elements; contents undefined after a reallocation. A second growth takes 1/8 more than
   /// asked: in MD the edge count creeps up by a few edges from step to step, and every exact
   /// regrowth would free (cuMemFree synchronises the device) and allocate again.
@@ -54,6 +68,7 @@ class DeviceArray {
       release();
       ptr_ = static_cast<T*>(backend_->allocate(grown * sizeof(T)));
       capacity_ = grown;
+      if (!label_.name.empty()) backend_->ledger().label(ptr_, label_);
     }
     size_ = n;
   }
@@ -92,6 +107,7 @@ class DeviceArray {
   DeviceBackend* backend_ = nullptr;
   T* ptr_ = nullptr;
   std::size_t size_ = 0, capacity_ = 0;
+  BufferLabel label_;  // empty name: the ledger's scope names the allocation
 };
 
 }  // namespace clebsch::cuda

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "clebsch/cuda/device/allocation_ledger.h"
 #include "clebsch/cuda/device/kernel_timing.h"
 
 namespace clebsch::cuda {
@@ -83,27 +84,6 @@ struct BackendLimits {
   std::size_t memory_bytes = std::size_t(1) << 30;
 };
 
-/// The sizes of a backend's live allocations, for DeviceBackend::allocated_bytes().
-class AllocationSizes {
- public:
-  void track(void* ptr, std::size_t bytes) {
-    if (!ptr) return;
-    sizes_[ptr] = bytes;
-    total_ += bytes;
-  }
-  void untrack(void* ptr) noexcept {
-    const auto it = sizes_.find(ptr);
-    if (it == sizes_.end()) return;
-    total_ -= it->second;
-    sizes_.erase(it);
-  }
-  std::size_t bytes() const { return total_; }
-
- private:
-  std::unordered_map<void*, std::size_t> sizes_;
-  std::size_t total_ = 0;
-};
-
 /// Memory, modules and launches on one device (see the file comment). Not thread-safe.
 class DeviceBackend {
  public:
@@ -118,6 +98,10 @@ class DeviceBackend {
   virtual void free(void* ptr) noexcept = 0;
   /// Bytes allocated through allocate() and not yet freed (what memory reports count).
   virtual std::size_t allocated_bytes() const = 0;
+  /// The live allocations by buffer name (allocation_ledger.h): DeviceArray names its own, and
+  /// an AllocationScope names what is allocated inside it.
+  virtual AllocationLedger& ledger() = 0;
+  virtual const AllocationLedger& ledger() const = 0;
   /// Host to device; @p src must stay valid until the stream reaches the copy.
   virtual void upload(void* dst, const void* src, std::size_t bytes, Stream stream) = 0;
   /// Device to host; returns when the data is on the host (synchronises the stream).

@@ -125,6 +125,8 @@ class CudaBackend final : public DeviceBackend {
     driver().MemFree(dptr(ptr));
   }
   std::size_t allocated_bytes() const override { return sizes_.bytes(); }
+  AllocationLedger& ledger() override { return sizes_; }
+  const AllocationLedger& ledger() const override { return sizes_; }
   void upload(void* dst, const void* src, std::size_t bytes, Stream s) override {
     if (!bytes) return;
     auto work = [&] { CLEBSCH_CU_CHECK(MemcpyHtoDAsync(dptr(dst), src, bytes, cu(s))); };
@@ -228,7 +230,7 @@ class CudaBackend final : public DeviceBackend {
   }
   KernelTimingLog log_;
   std::vector<CUevent> events_;
-  AllocationSizes sizes_;  // allocated_bytes()
+  AllocationLedger sizes_;  // allocated_bytes(), ledger()
   // Callers may have switched contexts (another library on this thread): make ours current.
   void current() {
     CUcontext c = nullptr;

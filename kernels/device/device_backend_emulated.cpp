@@ -127,6 +127,8 @@ class EmulatedBackend final : public DeviceBackend {
     std::free(ptr);
   }
   std::size_t allocated_bytes() const override { return sizes_.bytes(); }
+  AllocationLedger& ledger() override { return sizes_; }
+  const AllocationLedger& ledger() const override { return sizes_; }
   void upload(void* dst, const void* src, std::size_t n, Stream) override {
     if (!n) return;
     if (timing_) return timed("copy H2D", {}, n, [&] { std::memcpy(dst, src, n); });
@@ -239,7 +241,7 @@ class EmulatedBackend final : public DeviceBackend {
   }
   KernelTimingLog log_;
   EmulationOptions o_;
-  AllocationSizes sizes_;  // allocated_bytes()
+  AllocationLedger sizes_;  // allocated_bytes(), ledger()
   std::string compiler_identity_;
 };
 

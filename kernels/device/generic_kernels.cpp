@@ -66,6 +66,8 @@ std::vector<KernelSpec> generic_kernel_specs() {
 }
 
 GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backend_(backend) {
+  total_bounds_.name("generic kernels: total's bounds", BufferScale::kFixed);
+  workspace_.name("generic kernels: gemm_ir_mul workspace (rows up to 65,536)", BufferScale::kAtom);
   module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
   // After load(): the backend has made its context current, which the cuBLAS handle binds to.
   if (route == GemmRoute::kAuto)

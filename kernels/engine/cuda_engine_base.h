@@ -42,8 +42,15 @@ class CudaEngineBase : public CudaEngine {
   DeviceBackend& backend() override { return *backend_; }
   /// Host: the host engine's copy of the model. Device: every allocation live on the backend,
   /// which is the engine's own unless CudaEngineOptions::backend shares one between engines.
+  /// Its buffers by name from the backend's ledger, and the peak of the last call (a backend
+  /// shared between engines lists every engine's).
   EngineMemory memory_usage() const override {
-    return {host_.memory_usage().host_bytes, backend_->allocated_bytes()};
+    EngineMemory m;
+    m.host_bytes = host_.memory_usage().host_bytes, m.device_bytes = backend_->allocated_bytes();
+    m.device_peak_bytes = call_peak_bytes_;
+    for (const LedgerEntry& e : backend_->ledger().entries())
+      m.device_buffers.push_back({e.name, e.bytes, to_string(e.scale)});
+    return m;
   }
 
  protected:
@@ -93,6 +100,7 @@ class CudaEngineBase : public CudaEngine {
   /// The orderings of the call's graph (N_, L_, E_ set) from host index arrays: the host
   /// engine's edge order (by centre, stable), so that sums run in the host's order.
   void order_edges_on_host(const int* center, const int* neighbor, Stream s) {
+    AllocationScope scope(backend_->ledger(), {"edge orderings", BufferScale::kEdge});
     const EdgeOrderings o = order_edges_by_centre(L_, N_, E_, center, neighbor, batch_edges(E_));
     edges_.upload(o, *backend_, s);
     batches_changed();
@@ -102,6 +110,7 @@ class CudaEngineBase : public CudaEngine {
   /// the kernels decline the graph: an index out of range or centres not sorted.
   bool order_edges_on_device(int num_species, const int* species, const int* center,
                              const int* neighbor, Stream s) {
+    AllocationScope scope(backend_->ledger(), {"edge orderings", BufferScale::kEdge});
     if (!orderer_) orderer_ = std::make_unique<EdgeOrderKernels>(*backend_);
     if (!orderer_->build(edges_, L_, N_, E_, num_species, species, center, neighbor,
                          batch_edges(E_), s))
@@ -155,6 +164,11 @@ class CudaEngineBase : public CudaEngine {
     backend_->synchronize(s);
   }
 
+  /// A call starts: the ledger's peak from here is the call's.
+  void start_call_peak() { backend_->ledger().reset_peak(); }
+  /// A call ends: keeps its peak for memory_usage().
+  void end_call_peak() { call_peak_bytes_ = backend_->ledger().peak_bytes(); }
+
   Host host_;  // the model's checks and metadata (nothing on the hot path)
   std::shared_ptr<DeviceBackend> backend_;
   std::unique_ptr<GenericKernels> gk_;  // made by load_modules
@@ -175,6 +189,7 @@ class CudaEngineBase : public CudaEngine {
   }
 
   std::size_t value_bytes_;
+  std::size_t call_peak_bytes_ = 0;  // the ledger's peak during the last call
   std::size_t edge_batch_option_ = 0;
   std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
 };

@@ -77,6 +77,9 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     : CudaEngineBase<MaceEngine>(model, precision, options, sizeof(T)) {
   profile_ = options.profile;
   DeviceBackend& b = *backend_;
+  // What the constructor allocates and names no further is the model (weights, tables, kernels'
+  // status words): fixed in size.
+  AllocationScope model_scope(b.ledger(), {"model: weights and tables", BufferScale::kFixed});
   const model::Mace& m = *model.mace;
   S_ = model.num_species();
   T_ = static_cast<int>(m.interactions.size());
@@ -93,9 +96,9 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   status_.bind(b);
   wb_.bind(b), wfb_.bind(b);
   for (auto* a :
-       {&Y_,       &ef_, &fc_, &h_,         &h_prev_,    &sc_,    &Mraw_, &B_,       &ones_, &gh_,
-        &gh_prev_, &gB_, &gA_, &gMl_,       &gMraw_,     &gdens_, &ghu_,  &gyT_,     &gw_,   &gef_,
-        &grho_,    &gy_, &gz_, &hu0_table_, &sc0_table_, &gyg_,   &gX_,   &ghu_res_, &gz2_})
+       {&Y_,    &ef_,      &fc_, &h_,         &h_prev_,    &sc_,  &Mraw_, &B_,       &ones_,
+        &gh_,   &gh_prev_, &gA_, &gMl_,       &gdens_,     &ghu_, &gyT_,  &gw_,      &gef_,
+        &grho_, &gy_,      &gz_, &hu0_table_, &sc0_table_, &gyg_, &gX_,   &ghu_res_, &gz2_})
     a->bind(b);
   for (auto* a : {&gY_, &gE_, &gF_, &rl_, &gR_}) a->bind(b);
   rlT_.bind(b);
@@ -294,6 +297,53 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     }
     b.synchronize(nullptr);
   }
+  name_buffers();
+}
+
+// Every per-call buffer by name in the backend's ledger (memory_usage().device_buffers), with
+// what it grows with; the per-layer ones once per layer ("layer[t].W").
+template <class T, class G>
+void MaceCuda<T, G>::name_buffers() {
+  const BufferScale E = BufferScale::kEdge, A = BufferScale::kAtom, F = BufferScale::kFixed;
+  auto nm = [](auto& a, const std::string& name, BufferScale scale) { a.name(name, scale); };
+  nm(species_buf_, "graph: species", A), nm(centre_buf_, "graph: centre", E);
+  nm(neighbour_buf_, "graph: neighbour", E), nm(vector_buf_, "graph: vectors", E);
+  nm(edge_grad_, "result: dE/dvector", E), nm(atom_energy_, "result: atom energies", A);
+  nm(zbl_edge_, "ZBL per edge", E), nm(zbl_atom_, "ZBL per atom", A);
+  nm(energy_acc_, "energy accumulator", A), nm(status_, "geometry status", F);
+  nm(wb_, "W (one batch: radial weights)", E), nm(wfb_, "W cut (one batch)", E);
+  nm(Y_, "Y (edge harmonics)", E), nm(ef_, "radial basis", E), nm(fc_, "cutoff", E);
+  nm(h_, "h (node features)", A), nm(h_prev_, "h prev", A), nm(sc_, "sc (skip)", A);
+  nm(Mraw_, "M (messages; backward: dE/dM)", A);
+  nm(B_, "B (contraction output; backward: dE/dB)", A);
+  nm(ones_, "ones", A), nm(gh_, "dE/dh", A), nm(gh_prev_, "dE/dh prev", A);
+  nm(gA_, "dE/dA", A), nm(gMl_, "dE/dMl", A), nm(gdens_, "dE/d(density)", A);
+  nm(ghu_, "dE/dhu (senders)", A), nm(gyT_, "dE/dY (one layer, T)", E);
+  nm(gw_, "dE/dW (radial weights)", E), nm(gef_, "dE/d(MLP input rows)", E);
+  nm(grho_, "dE/drho", E), nm(gy_, "readout output / seed", A), nm(gz_, "dE/dz (readout)", A);
+  nm(gyg_, "gate output / dE/d(gate output)", A), nm(gX_, "dE/dX (gate input)", A);
+  nm(ghu_res_, "dE/dhu through linear_res", A), nm(gz2_, "dE/dz2 (readout)", A);
+  nm(gY_, "dE/dY (all layers, G)", E), nm(gE_, "dE/d(radial basis)", E);
+  nm(gF_, "dE/dcutoff", E), nm(rl_, "edge lengths", E), nm(gR_, "dE/d(edge length)", E);
+  nm(rlT_, "edge lengths (T)", E);
+  nm(hu0_table_, "model: weights and tables", F), nm(sc0_table_, "model: weights and tables", F);
+  for (int t = 0; t < T_; ++t) {
+    Layer<T>& Lp = layers_[t];
+    const std::string l = "layer[" + std::to_string(t) + "].";
+    nm(Lp.xin, l + "MLP input rows", E), nm(Lp.X, l + "X (gate input)", A);
+    nm(Lp.hu, l + "hu (conv input)", A), nm(Lp.W, l + "W (radial weights, kept)", E);
+    nm(Lp.Wf, l + "W cut (kept)", E), nm(Lp.rho, l + "rho (density MLP)", E);
+    nm(Lp.dedge, l + "density per edge", E), nm(Lp.dens, l + "density", A);
+    nm(Lp.Ml, l + "Ml (linear output)", A), nm(Lp.A, l + "A (skip output)", A);
+    nm(Lp.Yc, l + "Y cut to the layer's l", E);
+    Lp.radial_mlp.name_scratch(l + "radial MLP");
+    Lp.density_mlp.name_scratch(l + "density MLP");
+  }
+  for (std::size_t r = 0; r < readouts_.size(); ++r) {
+    Readout<T>& R = readouts_[r];
+    const std::string n = "readout[" + std::to_string(r) + "].";
+    nm(R.z, n + "z", A), nm(R.a, n + "a", A), nm(R.z2, n + "z2", A), nm(R.a2, n + "a2", A);
+  }
 }
 
 // The per-structure embedding (mace_embedding.h, as the host's plan_embedding): its row added to
@@ -403,6 +453,7 @@ void MaceCuda<T, G>::drop_kept_weights() {
 template <class T, class G>
 void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExchange* exchange) {
   start_phases();
+  start_call_peak();
   validate_indices(g.num_local, g.num_nodes, g.num_edges, g.species, g.center, g.neighbor,
                    exchange);
   if (g.num_edges > 0 && !g.vector)
@@ -429,12 +480,14 @@ void MaceCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExch
   run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange, s);
   download_results(atom_energy_, edge_grad_, result, s);
   phase("download results", s);
+  end_call_peak();
 }
 
 template <class T, class G>
 void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult& r,
                                     GhostExchange* exchange, Stream s) {
   start_phases();
+  start_call_peak();
   if (g.num_nodes > 0 && !g.species) throw Error("graph.species is null");
   if (g.num_edges > 0 && (!g.center || !g.neighbor || !g.vector))
     throw Error("graph has " + std::to_string(g.num_edges) + " edges but a null edge array");
@@ -483,6 +536,7 @@ void MaceCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResult
     throw Error("edge " + std::to_string(e) + " failed the device geometry check");
   }
   device_total(ae, r.energy, s);
+  end_call_peak();
 }
 
 template <class T, class G>

@@ -78,15 +78,16 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
   DeviceBackend& b = *backend_;
   const long long L = static_cast<long long>(L_);
   const int dt = Lp.dim_target;
-  gB_.resize(L_ * Lp.dim_b);
-  Lp.product_linear.backward(*gk_, L, gh_.data(), Lp.dim_hidden, gB_.data(), Lp.dim_b, false,
+  // dE/dB in B's rows: the forward's B was only the product linear's input.
+  B_.resize(L_ * Lp.dim_b);
+  Lp.product_linear.backward(*gk_, L, gh_.data(), Lp.dim_hidden, B_.data(), Lp.dim_b, false,
                              nullptr, s);
   // dE/dA, in the layout of A: straight into dE/dMl when A is the messages themselves.
   gMl_.resize(L_ * dt);
   DeviceArray<T>& gA = Lp.sc_on_nodes && !Lp.nonlinear ? gMl_ : gA_;
   gA.resize(L_ * dt);
   SymConArgs sa = Lp.symcon_args(d_species_, L);
-  sa.B = gB_.data(), sa.gA = gA.data();
+  sa.B = B_.data(), sa.gA = gA.data();
   b.launch(*Lp.k_symcon_bwd, grid_for(L * Lp.C), s, sa);
   if (Lp.nonlinear) return node_backward_nonlinear(t, s);
   if (!Lp.sc_on_nodes)
@@ -102,8 +103,9 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
     gk_->axpby(dt_, dt_, GenericKernels::vector(gMl_.data(), gMl_.data(), L * dt, Lp.inv_avg, 0),
                s);
   }
-  gMraw_.resize(L_ * Lp.dim_mid);
-  Lp.linear.backward(*gk_, L, gMl_.data(), dt, gMraw_.data(), Lp.dim_mid, false, nullptr, s);
+  // dE/dM in the messages' rows: the forward's M was only the linear's input.
+  Mraw_.resize(L_ * Lp.dim_mid);
+  Lp.linear.backward(*gk_, L, gMl_.data(), dt, Mraw_.data(), Lp.dim_mid, false, nullptr, s);
 }
 
 template <class T, class G>
@@ -132,7 +134,7 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     // dE/dW, or in the fused form dE/dh of the MLP's last hidden rows (the spline form: dE/dr).
     gw_.resize(n * Lp.conv_width);
     ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
-    cb.grad_out = gMraw_.data() + r0 * Lp.dim_mid;
+    cb.grad_out = Mraw_.data() + r0 * Lp.dim_mid;
     cb.grad_x = t > 0 ? ghu_.data() : nullptr;
     cb.accumulate_grad_x = batches > 1;
     cb.grad_y = gyT_.data() + e0 * Lp.dim_y;

@@ -169,6 +169,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   void validate_vectors(std::size_t num_edges, const int* species, const int* center,
                         const int* neighbor, const double* vector) const;
   void drop_kept_weights() override;
+  // The per-call buffers' names in the backend's ledger (constructor).
+  void name_buffers();
   // mace embedding_specs: adds the structure's row to the species' h0 rows and its readout to E0.
   void add_structure_embedding(const model::Mace& m, const CudaEngineOptions& options,
                                DeviceArray<T>& h0);
@@ -194,7 +196,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
 
   // The non-linear interaction block (mace_cuda_engine_nonlinear.cpp): the MLPs' input rows of
   // layer t (xin), its node forward from Mraw_ to A, and the reverse from dE/dA (gA_) to
-  // gMraw_, gdens_ and (t > 0) ghu_res_, the gradient of the local hu rows through linear_res.
+  // dE/dM (in Mraw_), gdens_ and (t > 0) ghu_res_, the gradient of the local hu rows through
+  // linear_res.
   void mlp_input(int t, Stream s);
   void node_forward_nonlinear(int t, Stream s);
   void node_backward_nonlinear(int t, Stream s);
@@ -295,9 +298,10 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<int> species_buf_, centre_buf_, neighbour_buf_;
   DeviceArray<double> vector_buf_, zbl_edge_, zbl_atom_, energy_acc_, atom_energy_, edge_grad_;
   DeviceArray<unsigned long long> status_;
+  // Mraw_ (the messages, the layer's widest rows) and B_ (the contraction's output) are each one
+  // stage's input in the forward; the backward writes their gradients into the same rows.
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, B_, ones_;
-  DeviceArray<T> gh_, gh_prev_, gB_, gA_, gMl_, gMraw_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_,
-      gz_;
+  DeviceArray<T> gh_, gh_prev_, gA_, gMl_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_, gz_;
   // The non-linear block's: dE/d(gate output), dE/d(gate input), dE/d(local hu) through
   // linear_res (added to ghu_ in backward_tail), dE/d(readout's middle activations).
   DeviceArray<T> gyg_, gX_, ghu_res_, gz2_;

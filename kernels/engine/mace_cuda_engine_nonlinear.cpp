@@ -74,8 +74,8 @@ void MaceCuda<T, G>::node_backward_nonlinear(int t, Stream s) {
                   s);
   gk_->scale_rows(dt_, ScaleRowsArgs{gX_.data(), Lp.dens.data(), L, dn, dn, 2, Lp.alpha, Lp.beta},
                   s);
-  gMraw_.resize(L_ * Lp.dim_mid);
-  Lp.linear.backward(*gk_, L, gX_.data(), dn, gMraw_.data(), Lp.dim_mid, false, nullptr, s);
+  Mraw_.resize(L_ * Lp.dim_mid);  // dE/dM, in the messages' rows (node_backward)
+  Lp.linear.backward(*gk_, L, gX_.data(), dn, Mraw_.data(), Lp.dim_mid, false, nullptr, s);
 }
 
 #define CLEBSCH_INSTANTIATE(T, G)                                    \

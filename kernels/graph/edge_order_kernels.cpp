@@ -37,7 +37,14 @@ EdgeOrderKernels::EdgeOrderKernels(DeviceBackend& backend)
       batch_edge_(backend),
       batch_centre_(backend),
       scattered_(backend),
-      status_(backend, 1) {}
+      status_(backend, 1) {
+  counts_.name("edges.build: counts", BufferScale::kAtom);
+  chunk_sums_.name("edges.build: chunk sums", BufferScale::kAtom);
+  batch_edge_.name("edges.build: batch bounds", BufferScale::kFixed);
+  batch_centre_.name("edges.build: batch bounds", BufferScale::kFixed);
+  scattered_.name("edges.build: scattered", BufferScale::kEdge);
+  status_.name("edges.build: status", BufferScale::kFixed);
+}
 
 bool EdgeOrderKernels::build(DeviceEdgeOrderings& out, std::size_t num_local, std::size_t num_nodes,
                              std::size_t num_edges, int num_species, const int* species,

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "clebsch/cuda/device/device_array.h"
@@ -63,10 +65,22 @@ struct DeviceEdgeOrderings {
       by_sender;
   std::vector<int> batch_centre, batch_edge;
 
+  /// Binds the arrays and names them in the backend's ledger ("edges.perm", ...).
   void bind(DeviceBackend& backend) {
-    for (auto* a : {&perm, &centre, &sender, &centre_ptr, &local_centre, &local_centre_ptr,
-                    &sender_ptr, &by_sender})
+    const BufferScale e = BufferScale::kEdge, n = BufferScale::kAtom;
+    const std::pair<DeviceArray<int>*, std::pair<const char*, BufferScale>> named[] = {
+        {&perm, {"perm", e}},
+        {&centre, {"centre", e}},
+        {&sender, {"sender", e}},
+        {&centre_ptr, {"centre_ptr", n}},
+        {&local_centre, {"local_centre", e}},
+        {&local_centre_ptr, {"local_centre_ptr", n}},
+        {&sender_ptr, {"sender_ptr", n}},
+        {&by_sender, {"by_sender", e}}};
+    for (const auto& [a, label] : named) {
       a->bind(backend);
+      a->name(std::string("edges.") + label.first, label.second);
+    }
   }
   std::size_t num_batches() const { return batch_edge.size() - 1; }
   /// Uploads @p o and waits: the uploads read host vectors the caller is about to drop.

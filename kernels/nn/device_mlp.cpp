@@ -82,7 +82,18 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
 }
 
 template <class T>
+void DeviceMlp<T>::name_scratch(const std::string& prefix) {
+  for (Layer& L : layers_)
+    for (DeviceArray<T>* a : {&L.z, &L.a, &L.zp})
+      a->name(prefix + " activations", BufferScale::kEdge);
+  g0_.name(prefix + " backward", BufferScale::kEdge);
+  g1_.name(prefix + " backward", BufferScale::kEdge);
+}
+
+template <class T>
 void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s) {
+  g0_.resize(rows * max_hidden_);
+  g1_.resize(rows * max_hidden_);
   forward_layers(gk, rows, x, y, layers_.size() - 1, s);
 }
 
@@ -90,6 +101,8 @@ template <class T>
 const T* DeviceMlp<T>::forward_hidden(const GenericKernels& gk, long long rows, const T* x,
                                       Stream s) {
   if (layers_.size() < 2) throw Error("DeviceMlp::forward_hidden: the MLP has no hidden layer");
+  g0_.resize(rows * max_hidden_);
+  g1_.resize(rows * max_hidden_);
   forward_layers(gk, rows, x, nullptr, layers_.size() - 2, s);
   return layers_[layers_.size() - 2].a.data();
 }
@@ -112,6 +125,12 @@ template <class T>
 void DeviceMlp<T>::forward_layers(const GenericKernels& gk, long long rows, const T* x, T* y,
                                   std::size_t top, Stream s) {
   const T* in = x;
+  // The backward reads only the pre-activations (and the LayerNorms' inputs): a hidden layer's
+  // output is the next layer's input and no more, so the outputs alternate between the
+  // backward's ping-pong rows (free until the backward) instead of one array per layer (for a
+  // MACE radial MLP [64, 64, 64], 3 x 64 values per edge and layer that nothing read again).
+  // Only forward_hidden's last output, which the fused convolution reads, is kept (in a).
+  T* bufs[2] = {g0_.data(), g1_.data()};
   for (std::size_t l = 0; l <= top; ++l) {
     Layer& L = layers_[l];
     // y null: the last layer run (the hidden one) keeps its output in scratch.
@@ -120,7 +139,7 @@ void DeviceMlp<T>::forward_layers(const GenericKernels& gk, long long rows, cons
     // LayerNorm's input only where there is one.
     if (L.has_act) L.z.resize(rows * L.h_out);
     if (L.has_ln) L.zp.resize(rows * L.h_out);
-    T* out = last ? y : (L.a.resize(rows * L.h_out), L.a.data());
+    T* out = last ? y : l == top ? (L.a.resize(rows * L.h_out), L.a.data()) : bufs[l % 2];
     // Without an activation the GEMM writes the output directly (plus bias in place).
     T* z = L.has_act ? L.z.data() : out;
     T* zg = L.has_ln ? L.zp.data() : z;
@@ -189,12 +208,11 @@ void DeviceMlp<T>::backward_layers(const GenericKernels& gk, long long rows, std
 
 template <class T>
 std::size_t DeviceMlp<T>::scratch_per_row() const {
+  // The ping-pong rows, the pre-activations and LayerNorm inputs, and forward_hidden's output.
   std::size_t n = 2 * static_cast<std::size_t>(max_hidden_);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const bool last = l + 1 == layers_.size();
-    n += static_cast<std::size_t>(layers_[l].h_out) *
-         ((layers_[l].has_act ? 1 : 0) + (layers_[l].has_ln ? 1 : 0) + (last ? 0 : 1));
-  }
+  for (const Layer& L : layers_)
+    n += static_cast<std::size_t>(L.h_out) * ((L.has_act ? 1 : 0) + (L.has_ln ? 1 : 0));
+  if (layers_.size() >= 2) n += static_cast<std::size_t>(layers_.back().h_in);
   return n;
 }
 

@@ -48,6 +48,9 @@ class DeviceMlp {
   std::size_t scratch_per_row() const;
   /// Frees the scratch (the next forward() allocates it again for its rows).
   void release_scratch();
+  /// Names the per-row scratch in the backend's ledger: "@p prefix activations" (what forward()
+  /// keeps for backward()) and "@p prefix backward" (backward()'s ping-pong), both per row.
+  void name_scratch(const std::string& prefix);
 
  private:
   struct Layer {
@@ -57,12 +60,13 @@ class DeviceMlp {
     int kind = 0;
     double cst = 1, out_scale = 1, ln_eps = 1e-5;
     DeviceArray<T> ln_w, ln_b;  // the LayerNorm's weight and bias [h_out]
-    // per-call scratch [rows][h_out]: pre-activation, output, and the LayerNorm's input
+    // per-call scratch [rows][h_out]: pre-activation, the LayerNorm's input, and (the last
+    // hidden layer of forward_hidden only) the output
     DeviceArray<T> z, a, zp;
   };
   std::vector<Layer> layers_;
   DeviceArray<T> last_t_;   // the last layer's weights transposed (last_weights_t)
-  DeviceArray<T> g0_, g1_;  // backward ping-pong
+  DeviceArray<T> g0_, g1_;  // ping-pong rows: the forward's hidden outputs, then the backward's
   int dim_in_ = 0, dim_out_ = 0, max_hidden_ = 0;
   // The layers from the first through @p last, and their backward from layer @p top down.
   void forward_layers(const GenericKernels& gk, long long rows, const T* x, T* y, std::size_t last,

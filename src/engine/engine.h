@@ -70,6 +70,18 @@ struct EngineMemory {
   std::size_t host_bytes = 0;
   /// Accelerator memory: the allocations the engine has made and not freed (0 on the host).
   std::size_t device_bytes = 0;
+  /// Accelerator memory: the most that was allocated at once during the last compute() (0 on
+  /// the host or before a call).
+  std::size_t device_peak_bytes = 0;
+  /// One buffer of device_bytes: its name, live bytes, and what its size grows with ("atom",
+  /// "edge" or "fixed"), so that the bytes per atom can be extrapolated to other sizes.
+  struct Buffer {
+    std::string name;
+    std::size_t bytes = 0;
+    std::string per;
+  };
+  /// device_bytes buffer by buffer, largest first (empty on the host).
+  std::vector<Buffer> device_buffers;
 };
 
 /// Arithmetic of an engine: float64 everywhere; float32 everywhere; or float32 network with

@@ -151,7 +151,9 @@ void MaceEngine::compute(const AtomGraph& graph, EngineResult& result, GhostExch
   impl_->compute(graph, result, exchange);
 }
 EngineMemory MaceEngine::memory_usage() const {
-  return {impl_->model_bytes + impl_->buffer_bytes(), 0};
+  EngineMemory m;
+  m.host_bytes = impl_->model_bytes + impl_->buffer_bytes();
+  return m;
 }
 
 }  // namespace clebsch

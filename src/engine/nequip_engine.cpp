@@ -307,7 +307,9 @@ void NequipEngine::compute(const AtomGraph& graph, EngineResult& result, GhostEx
 }
 
 EngineMemory NequipEngine::memory_usage() const {
-  return {impl_->model_bytes_ + impl_->buffer_bytes(), 0};
+  EngineMemory m;
+  m.host_bytes = impl_->model_bytes_ + impl_->buffer_bytes();
+  return m;
 }
 
 }  // namespace clebsch
