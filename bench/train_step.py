@@ -19,7 +19,9 @@ Engines: ``e3nn`` (the models as built: gather, e3nn tensor product, scatter); `
 ``TensorProductConv`` in its atomic mode: mace-torch's ``mace.cli.convert_e3nn_oeq.run`` for
 MACE, the module on the model's convolution problem for the NequIP-style model); ``clebsch``
 (``clebsch_torch.patch_mace`` for MACE, the model's convolution on ``clebsch_torch.conv`` for
-the NequIP-style model).
+the NequIP-style model); ``clebsch+cueq`` (MACE only: the cuEquivariance model of ``cueq`` with
+its convolution patched to Clebsch's, so the linears and symmetric contractions stay
+cuEquivariance's).
 
 The structure: rattled fcc Cu (``bench_mace_cpu.build_structure``), ``--atoms`` (10,000 ->
 10,192) atoms, periodic; the loss (E - E0)^2 / N^2 + mean |F - F0|^2 against fixed random
@@ -66,7 +68,7 @@ os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
 import torch  # noqa: E402
 
 MODELS = ("mace-mp-0-medium", "nequip-benzene")
-ENGINES = ("e3nn", "cueq", "oeq", "clebsch")
+ENGINES = ("e3nn", "cueq", "oeq", "clebsch", "clebsch+cueq")
 PRECISIONS = {"fp32": torch.float32, "fp64": torch.float64}
 NEQUIP = dict(
     irreps="64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e",
@@ -275,7 +277,7 @@ def build(model_name: str, engine: str, dtype, device):
         model = base_model(
             model_name, lambda: build_mace(seed=0, dtype=torch.float64, **mace_kwargs())
         )
-        if engine == "cueq":
+        if engine in ("cueq", "clebsch+cueq"):
             from mace.cli.convert_e3nn_cueq import run as e3nn_to_cueq
 
             old = torch.get_default_dtype()
@@ -294,7 +296,7 @@ def build(model_name: str, engine: str, dtype, device):
                 model = e3nn_to_oeq(model.to(device=device, dtype=dtype), device=device.type)
             finally:
                 torch.set_default_dtype(old)
-        elif engine == "clebsch":
+        if engine in ("clebsch", "clebsch+cueq"):
             import clebsch_torch
 
             model = clebsch_torch.patch_mace(model)
@@ -319,7 +321,7 @@ def build(model_name: str, engine: str, dtype, device):
 
         return model, batch, forward
     if model_name == "nequip-benzene":
-        if engine == "cueq":
+        if "cueq" in engine:
             raise NotImplementedError(
                 "not run: mace-torch's cuEquivariance conversion covers MACE models only"
             )

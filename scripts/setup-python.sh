@@ -5,6 +5,9 @@
 #   venv-e3nn    e3nn 0.6 (+ torch): math references for the C++ core
 #   venv-mace    mace-torch (+ e3nn 0.4.4, ase, safetensors): MACE export and references
 #   venv-nequip  nequip (+ e3nn 0.6, ase, safetensors): NequIP export and references
+#   site-cueq    cuequivariance(-torch) 0.13 for venv-mace, on PYTHONPATH of the torch extension's
+#                cuEquivariance-model test only: importable, it changes the models mace-torch
+#                builds (its symmetric-contraction basis), which the exported fixtures must not see
 # Usage: setup-python.sh [e3nn|mace|nequip ...]   (default: all). Idempotent: a venv whose
 # requirement list has not changed is reused. Prints nothing but progress on stderr.
 set -euo pipefail
@@ -36,4 +39,20 @@ for name in "${wanted[@]}"; do
   # shellcheck disable=SC2086
   "$venv/bin/pip" install -q --disable-pip-version-check $reqs >&2
   echo "$reqs" >"$stamp"
+done
+
+# cuEquivariance beside venv-mace (with mace): pure-Python packages whose dependencies
+# (numpy, scipy, sympy, networkx, opt-einsum) venv-mace has through torch, e3nn and mace-torch.
+cueq_reqs="cuequivariance==0.13.0 cuequivariance-torch==0.13.0"
+for name in "${wanted[@]}"; do
+  [ "$name" = mace ] || continue
+  site="$cache/site-cueq"
+  if [ "$(cat "$site/.clebsch-requirements" 2>/dev/null)" != "$cueq_reqs" ]; then
+    echo "clebsch: creating $site ($cueq_reqs)" >&2
+    rm -rf "$site"
+    # shellcheck disable=SC2086
+    "$cache/venv-mace/bin/pip" install -q --disable-pip-version-check --no-deps --target "$site" \
+      $cueq_reqs >&2
+    echo "$cueq_reqs" >"$site/.clebsch-requirements"
+  fi
 done

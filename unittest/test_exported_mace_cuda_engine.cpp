@@ -453,6 +453,8 @@ TEST(MaceCudaEngine, EdgeBatchesMatchTheHostEngine) {
                                   r.edge_gradient.size() * sizeof(double)),
                       0);
           }
+          SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") +
+                       " float32, batches of 2 edges, " + std::to_string(s.n()) + " atoms");
           auto f32 = engine_for(c.model, Precision::kFloat32, be, det, 2);
           EngineResult r32;
           f32->compute(graph_of(s), r32, nullptr);
