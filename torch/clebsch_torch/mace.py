@@ -45,16 +45,21 @@ class MaceConv(torch.nn.Module):
     """
 
     problem: str
+    layout: str
 
     def __init__(self, tp: Any, layout: str = "mul_ir") -> None:
         super().__init__()
         self.problem = problem_from_e3nn(tp)
         self.layout = layout
-        if layout == "ir_mul":
-            self.register_buffer("to_mul_ir", _to_mul_ir(tp.irreps_in1), persistent=False)
-            self.register_buffer("to_ir_mul", _to_ir_mul(tp.irreps_out), persistent=False)
-        elif layout != "mul_ir":
+        if layout not in ("mul_ir", "ir_mul"):
             raise ValueError(f"MaceConv: layout must be 'mul_ir' or 'ir_mul', got {layout!r}")
+        # Both always present (empty for mul_ir): TorchScript compiles both branches.
+        ir_mul = layout == "ir_mul"
+        empty = torch.zeros(0, dtype=torch.long)
+        to_mul_ir = _to_mul_ir(tp.irreps_in1) if ir_mul else empty
+        to_ir_mul = _to_ir_mul(tp.irreps_out) if ir_mul else empty
+        self.register_buffer("to_mul_ir", to_mul_ir, persistent=False)
+        self.register_buffer("to_ir_mul", to_ir_mul.clone(), persistent=False)
         for name, buf in tp.named_buffers(recurse=False):
             self.register_buffer(name, buf)
         for name, mod in tp.named_children():
