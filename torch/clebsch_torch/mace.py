@@ -55,11 +55,9 @@ class MaceConv(torch.nn.Module):
             raise ValueError(f"MaceConv: layout must be 'mul_ir' or 'ir_mul', got {layout!r}")
         # Both always present (empty for mul_ir): TorchScript compiles both branches.
         ir_mul = layout == "ir_mul"
-        empty = torch.zeros(0, dtype=torch.long)
-        to_mul_ir = _to_mul_ir(tp.irreps_in1) if ir_mul else empty
-        to_ir_mul = _to_ir_mul(tp.irreps_out) if ir_mul else empty
-        self.register_buffer("to_mul_ir", to_mul_ir, persistent=False)
-        self.register_buffer("to_ir_mul", to_ir_mul.clone(), persistent=False)
+        for name, irreps in (("to_mul_ir", tp.irreps_in1), ("to_ir_mul", tp.irreps_out)):
+            order = _layout_order(irreps, name[3:]) if ir_mul else torch.zeros(0, dtype=torch.long)
+            self.register_buffer(name, order, persistent=False)
         for name, buf in tp.named_buffers(recurse=False):
             self.register_buffer(name, buf)
         for name, mod in tp.named_children():
@@ -108,14 +106,6 @@ def _layout_order(irreps: Any, target: str) -> torch.Tensor:
                 index.append(offset + (b * mul + a if target == "mul_ir" else b * d + a))
         offset += mul * d
     return torch.tensor(index, dtype=torch.long)
-
-
-def _to_mul_ir(irreps: Any) -> torch.Tensor:
-    return _layout_order(irreps, "mul_ir")
-
-
-def _to_ir_mul(irreps: Any) -> torch.Tensor:
-    return _layout_order(irreps, "ir_mul")
 
 
 def _cueq_layout(block: torch.nn.Module) -> str:

@@ -31,12 +31,12 @@ def test_cueq_converted_model_patched_equals_unpatched(case):
     block = patched.interactions[0]
     assert isinstance(block.conv_tp, clebsch_torch.mace.MaceConv)
     assert block.conv_tp.layout == "ir_mul"
-    assert type(block.linear).__module__.startswith("cuequivariance_torch") or any(
+    assert any(
         type(m).__module__.startswith("cuequivariance_torch") for m in block.linear.modules()
     )
     batch = batch_of(ref, seed=1)
     e0, f0, _ = loss_and_grads(ref, batch)
-    ec, fc, gc = loss_and_grads(cueq, batch)
+    _, _, gc = loss_and_grads(cueq, batch)
     e1, f1, g1 = loss_and_grads(patched, batch)
     close(e1, e0, "energy against the e3nn model")
     close(f1, f0, "forces against the e3nn model")
