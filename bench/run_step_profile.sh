@@ -15,7 +15,8 @@
 # MLPs tabulated, pair_style ... radial spline N) on CLEBSCH_SPLINE_INTERVALS (default 1000).
 # CLEBSCH_PROBLEM: the model (bench_mace_model.py --problem, e.g. mace-mh-1; default MP-0-medium).
 # CLEBSCH_ATOMIC=1: the CUDA engines accumulate with atomics (the pair style's default, what MD
-# runs) instead of the deterministic orderings (the benchmark's default).
+# runs) instead of the deterministic orderings (the benchmark's default). CLEBSCH_REPEAT: timed
+# calls per engine and precision (default 10; fewer for the largest sizes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 carry=${1:?usage: run_step_profile.sh CARRY OUT [ATOMS ...]}
@@ -41,6 +42,7 @@ for n in "${sizes[@]}"; do
     ${CLEBSCH_EDGE_BATCH:+--edge-batch "$CLEBSCH_EDGE_BATCH"} \
     "${atomic[@]}" ${CLEBSCH_PROBLEM:+--problem "$CLEBSCH_PROBLEM"} \
     ${CLEBSCH_SPLINE_INTERVALS:+--spline-intervals "$CLEBSCH_SPLINE_INTERVALS"} \
+    ${CLEBSCH_REPEAT:+--repeat "$CLEBSCH_REPEAT"} \
     --out "$out/$n" --json "$out/$n/model.json" 2>&1 | tee "$out/$n/log.txt"
 done
 python3 "$root/bench/report_step_profile.py" "$out"/*/kernel_profile*.json >"$out/profile.md"

@@ -468,6 +468,17 @@ def run_one(args, model_name, engine, prec, device) -> Dict[str, Any]:
         rec["warmup"] = args.warmup
         rec["loss_first_last"] = [losses[0], losses[-1]]
         rec["peak_device_bytes"] = int(torch.cuda.max_memory_allocated()) if cuda else None
+        if args.profile:
+            rec["profile_top"] = profile_step(
+                args.profile,
+                f"{model_name} {engine} {prec}",
+                model,
+                forward,
+                batch,
+                labels,
+                opt,
+                len(atoms),
+            )
     except Exception as exc:  # recorded, and the next configuration runs
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         rec["error"] = msg if msg.startswith("not run") else f"{type(exc).__name__}: {msg}"[:500]
@@ -478,6 +489,27 @@ def run_one(args, model_name, engine, prec, device) -> Dict[str, Any]:
         if cuda:
             torch.cuda.empty_cache()
     return rec
+
+
+def profile_step(path, label, model, forward, batch, labels, opt, n) -> List[List[Any]]:
+    """One more training step under torch.profiler: its kernels by device time, appended to
+    @p path as a table, and the ten largest as [name, ms, calls] for the record."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=acts) as prof:
+        opt.zero_grad(set_to_none=True)
+        loss_of(forward(model, batch), labels, n).backward()
+        opt.step()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    events = prof.key_averages()
+    key = "device_time_total" if hasattr(events[0], "device_time_total") else "cuda_time_total"
+    with open(path, "a") as f:
+        f.write(f"## {label}\n\n{events.table(sort_by=key, row_limit=40)}\n\n")
+    kernels = [e for e in events if getattr(e, key, 0) > 0 and e.device_type.name == "CUDA"]
+    kernels.sort(key=lambda e: -getattr(e, key))
+    return [[e.key[:120], getattr(e, key) / 1e3, e.count] for e in kernels[:10]]
 
 
 def main() -> int:
@@ -492,6 +524,11 @@ def main() -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--json", default="", help="append one record a line here")
     ap.add_argument("--run", default="", help="the run's name, recorded in every record")
+    ap.add_argument(
+        "--profile",
+        default="",
+        help="after timing, profile one more step (torch.profiler) and append its table here",
+    )
     ap.add_argument(
         "--precompile",
         action="store_true",

@@ -258,6 +258,18 @@ TEST_P(Backend, ConvRunnerMatchesTheHostConvolution) {
     EXPECT_LE(max_rel(gx.download(), rgx), 1e-12);
     EXPECT_LE(max_rel(gy.download(), rgy), 1e-12);
     EXPECT_LE(max_rel(gw.download(), rgw), 1e-12);
+    // Accumulating (edge batches, several layers into one dE/dY): the pass adds to what grad_x
+    // and grad_y hold, also in the blocks no path touches, and stores over neither.
+    const auto px = randv(x.size(), 5), py = randv(y.size(), 6);
+    auto agx = up<double>(px), agy = up<double>(py);
+    b.grad_x = agx.data(), b.grad_y = agy.data();
+    b.accumulate_grad_x = b.accumulate_grad_y = true;
+    conv.run(nullptr, Pass::kBackward, b);
+    EXPECT_EQ(conv.take_status(nullptr), 0u);
+    for (std::size_t i = 0; i < x.size(); ++i) rgx[i] += px[i];
+    for (std::size_t i = 0; i < y.size(); ++i) rgy[i] += py[i];
+    EXPECT_LE(max_rel(agx.download(), rgx), 1e-12) << "grad_x accumulated";
+    EXPECT_LE(max_rel(agy.download(), rgy), 1e-12) << "grad_y accumulated";
   }
 }
 

@@ -130,11 +130,26 @@ TEST(EdgeBatchBudget, OneBatchWhileTheKeptWeightsFitAQuarterElseBatchesOfAnEight
   const EdgeBatchBudget b{100, 40};
   // A quarter of the memory keeps 2000 edges' weights; an eighth holds batches of 2500 edges.
   const std::size_t memory = 800000;
-  EXPECT_EQ(b.max_batch_edges(2000, 0, memory), 0u);
-  EXPECT_EQ(b.max_batch_edges(2001, 0, memory), 2500u);
-  EXPECT_EQ(b.max_batch_edges(2000, 7, memory), 7u);  // the option decides
-  EXPECT_EQ(b.max_batch_edges(0, 0, 0), 0u);          // no edges: one batch
-  EXPECT_EQ(b.max_batch_edges(10, 0, 100), 1u);       // never batches of 0 edges
+  EXPECT_EQ(b.max_batch_edges(2000, 100, 0, memory), 0u);
+  EXPECT_EQ(b.max_batch_edges(2001, 100, 0, memory), 2500u);
+  EXPECT_EQ(b.max_batch_edges(2000, 100, 7, memory), 7u);  // the option decides
+  EXPECT_EQ(b.max_batch_edges(0, 0, 0, 0), 0u);            // no edges: one batch
+  EXPECT_EQ(b.max_batch_edges(10, 1, 0, 100), 1u);         // never batches of 0 edges
+}
+
+TEST(EdgeBatchBudget, BatchesKeepTheirCentresRowsWithinASixteenthOfTheDevice) {
+  // 50 values per centre: a sixteenth of the memory (50,000 values) holds 1,000 centres' rows.
+  EdgeBatchBudget b{1, 1};
+  b.batch_per_centre = 50;
+  const std::size_t memory = 800000;
+  EXPECT_EQ(b.max_batch_edges(20000, 1000, 0, memory), 0u);  // every centre's rows fit: one batch
+  // 4,000 centres of 20 edges each: batches of 1,000 centres' edges, although the weights fit.
+  EXPECT_EQ(b.max_batch_edges(80000, 4000, 0, memory), 20000u);
+  // Both limits: the smaller batch (the weights' eighth, 100,000 / 40 = 2,500 edges).
+  EdgeBatchBudget w{100, 40};
+  w.batch_per_centre = 50;
+  EXPECT_EQ(w.max_batch_edges(80000, 4000, 0, memory), 2500u);
+  EXPECT_EQ(w.max_batch_edges(80000, 4000, 3, memory), 3u);  // the option still decides
 }
 
 TEST(EdgeOrderKernels, EqualTheHostOrderingsAndDeclineWhatTheyCannotOrder) {

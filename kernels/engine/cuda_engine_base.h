@@ -93,7 +93,7 @@ class CudaEngineBase : public CudaEngine {
 
   /// Edges per batch of the weight stage for @p num_edges edges (0: one batch).
   std::size_t batch_edges(std::size_t num_edges) const {
-    return budget_.max_batch_edges(num_edges, edge_batch_option_,
+    return budget_.max_batch_edges(num_edges, L_, edge_batch_option_,
                                    backend_->limits().memory_bytes / value_bytes_);
   }
 
@@ -127,6 +127,15 @@ class CudaEngineBase : public CudaEngine {
   EdgeBatch edge_batch(std::size_t b) const {
     const std::size_t e0 = edges_.batch_edge[b], r0 = edges_.batch_centre[b];
     return {e0, r0, edges_.batch_edge[b + 1] - static_cast<long long>(e0)};
+  }
+  /// The number of centres of batch @p b, and the most of any batch.
+  std::size_t batch_centres(std::size_t b) const {
+    return static_cast<std::size_t>(edges_.batch_centre[b + 1] - edges_.batch_centre[b]);
+  }
+  std::size_t max_batch_centres() const {
+    std::size_t most = 0;
+    for (std::size_t b = 0; b < edges_.num_batches(); ++b) most = std::max(most, batch_centres(b));
+    return most;
   }
 
   /// The convolution of batch @p batch as a problem of its own (edge_orderings.h): its edges and

@@ -197,6 +197,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // MLP keeps its own activations at the batch's size.
     batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
     budget_.batch_per_edge += mlp_scratch;
+    // The messages of one batch's centres (and, in the backward, their gradient in those rows).
+    budget_.batch_per_centre = std::max(budget_.batch_per_centre, std::size_t(L.dim_mid));
     // The non-linear block's MLP input rows and their gradient, for every edge.
     if (L.nonlinear) budget_.keep_per_edge += 2 * L.mlp_in, budget_.batch_per_edge += 2 * L.mlp_in;
     const ContractionTables ct = mace_contraction_tables(model, t);
@@ -314,11 +316,11 @@ void MaceCuda<T, G>::name_buffers() {
   nm(wb_, "W (one batch: radial weights)", E), nm(wfb_, "W cut (one batch)", E);
   nm(Y_, "Y (edge harmonics)", E), nm(ef_, "radial basis", E), nm(fc_, "cutoff", E);
   nm(h_, "h (node features)", A), nm(h_prev_, "h prev", A), nm(sc_, "sc (skip)", A);
-  nm(Mraw_, "M (messages; backward: dE/dM)", A);
+  nm(Mraw_, "M (one batch's messages; backward: dE/dM)", A);
   nm(B_, "B (contraction output; backward: dE/dB)", A);
   nm(ones_, "ones", A), nm(gh_, "dE/dh", A), nm(gh_prev_, "dE/dh prev", A);
   nm(gA_, "dE/dA", A), nm(gMl_, "dE/dMl", A), nm(gdens_, "dE/d(density)", A);
-  nm(ghu_, "dE/dhu (senders)", A), nm(gyT_, "dE/dY (one layer, T)", E);
+  nm(ghu_, "dE/dhu (senders)", A), nm(gyT_, "dE/dY (one batch, T: mixed precision)", E);
   nm(gw_, "dE/dW (radial weights)", E), nm(gef_, "dE/d(MLP input rows)", E);
   nm(grho_, "dE/drho", E), nm(gy_, "readout output / seed", A), nm(gz_, "dE/dz (readout)", A);
   nm(gyg_, "gate output / dE/d(gate output)", A), nm(gX_, "dE/dX (gate input)", A);

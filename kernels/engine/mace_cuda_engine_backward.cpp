@@ -9,6 +9,7 @@
 // with the ghost rows' gradients returned to their owners.
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "clebsch/cuda/device/generic_kernels.h"
@@ -103,9 +104,7 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
     gk_->axpby(dt_, dt_, GenericKernels::vector(gMl_.data(), gMl_.data(), L * dt, Lp.inv_avg, 0),
                s);
   }
-  // dE/dM in the messages' rows: the forward's M was only the linear's input.
-  Mraw_.resize(L_ * Lp.dim_mid);
-  Lp.linear.backward(*gk_, L, gMl_.data(), dt, Mraw_.data(), Lp.dim_mid, false, nullptr, s);
+  // dE/dM = linear^T dE/dMl follows batch by batch in edge_backward.
 }
 
 template <class T, class G>
@@ -119,13 +118,19 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     ghu_.zero(s);
     return;
   }
-  gyT_.resize(E_ * Lp.dim_y);
+  // dE/dY straight into gY_ when it has the layer's type and row length (the passes add to it);
+  // otherwise through a batch-sized scratch in T, converted batch by batch.
+  const bool direct_gy = std::is_same_v<T, G> && Lp.dim_y == nsh_;
   // dE/d(the MLPs' input rows); the non-linear block's carry the species embeddings after the
   // radial basis, which depend on no position: only their first nb_ columns reach gE_.
   const int w_in = mlp_width(Lp, nb_);
   gef_.resize(Lp.spline ? 0 : E_ * w_in);
   const std::size_t batches = edges_.num_batches();
   if (batches > 1 && t > 0) ghu_.zero(s);  // the batches add their grad_x
+  // dE/d(the linear's output): dE/dMl, or the non-linear block's dE/d(linear_1(M)) in gX_.
+  const int dl = Lp.nonlinear ? Lp.dim_nonlin : Lp.dim_target;
+  const T* gl = Lp.nonlinear ? gX_.data() : gMl_.data();
+  Mraw_.resize(max_batch_centres() * Lp.dim_mid);
   for (std::size_t bt = 0; bt < batches; ++bt) {
     const auto [e0, r0, n] = edge_batch(bt);
     if (n == 0) continue;
@@ -134,12 +139,28 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     // dE/dW, or in the fused form dE/dh of the MLP's last hidden rows (the spline form: dE/dr).
     gw_.resize(n * Lp.conv_width);
     ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
-    cb.grad_out = Mraw_.data() + r0 * Lp.dim_mid;
+    // dE/dM of the batch's centres, in the messages' rows (the forward's M was only the
+    // linear's input).
+    Lp.linear.backward(*gk_, static_cast<long long>(batch_centres(bt)), gl + r0 * dl, dl,
+                       Mraw_.data(), Lp.dim_mid, false, nullptr, s);
+    cb.grad_out = Mraw_.data();
     cb.grad_x = t > 0 ? ghu_.data() : nullptr;
     cb.accumulate_grad_x = batches > 1;
-    cb.grad_y = gyT_.data() + e0 * Lp.dim_y;
+    if (direct_gy) {
+      cb.grad_y = gY_.data() + e0 * nsh_;
+      cb.accumulate_grad_y = true;
+    } else {
+      gyT_.resize(n * Lp.dim_y);
+      cb.grad_y = gyT_.data();
+    }
     (Lp.fused || Lp.fused_spline ? cb.grad_h : cb.grad_w) = gw_.data();
     Lp.conv->run(s, Pass::kBackward, cb);
+    if (!direct_gy) {
+      AxpbyArgs a{};
+      a.x = gyT_.data(), a.y = gY_.data() + e0 * nsh_, a.rows = n, a.cols = Lp.dim_y;
+      a.ldx = Lp.dim_y, a.ldy = nsh_, a.alpha = 1, a.beta = 1;
+      gk_->axpby(dt_, dg_, a, s);
+    }
     if (!apply_cutoff_) {
       MaceCutArgs c{bw.raw,          nullptr, fc_.data() + e0, gw_.data(),
                     gF_.data() + e0, n,       Lp.conv_width};
@@ -158,12 +179,6 @@ void MaceCuda<T, G>::edge_backward(int t, Stream s) {
     } else {
       Lp.radial_mlp.backward(*gk_, n, gw_.data(), gef_.data() + e0 * w_in, s);
     }
-  }
-  {
-    AxpbyArgs a{};
-    a.x = gyT_.data(), a.y = gY_.data(), a.rows = E, a.cols = Lp.dim_y, a.ldx = Lp.dim_y;
-    a.ldy = nsh_, a.alpha = 1, a.beta = 1;
-    gk_->axpby(dt_, dg_, a, s);
   }
   AxpbyArgs ga{};
   ga.x = gef_.data(), ga.y = gE_.data(), ga.rows = E, ga.cols = nb_, ga.ldx = w_in, ga.ldy = nb_;

@@ -85,15 +85,22 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
     a.ldy = Lp.dim_y, a.alpha = 1;
     gk_->axpby(dt_, dt_, a, s);
   }
-  Mraw_.resize(L_ * Lp.dim_mid);
+  // The messages of one batch's centres at a time, each batch's rows through the linear (Ml
+  // holds every centre's output).
+  Mraw_.resize(max_batch_centres() * Lp.dim_mid);
+  const int dl = Lp.nonlinear ? Lp.dim_nonlin : Lp.dim_target;
+  Lp.Ml.resize(L_ * dl);
   for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
     // One batch: the weights stay in the layer for its backward.
     const BatchWeights bw =
         keep_weights_ ? batch_weights(t, bt, Lp.W, Lp.Wf, s) : batch_weights(t, bt, wb_, wfb_, s);
     if (keep_weights_) Lp.kept.raw = bw.raw, Lp.kept.conv = bw.conv;
     ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
-    cb.out = Mraw_.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lp.dim_mid;
+    cb.out = Mraw_.data();
     Lp.conv->run(s, Pass::kForward, cb);
+    const std::size_t r0 = edges_.batch_centre[bt];
+    Lp.linear.forward(*gk_, static_cast<long long>(batch_centres(bt)), Mraw_.data(), Lp.dim_mid,
+                      Lp.Ml.data() + r0 * dl, dl, false, nullptr, s);
   }
   node_forward(t, s);
 }
@@ -107,8 +114,7 @@ void MaceCuda<T, G>::node_forward(int t, Stream s) {
   if (Lp.nonlinear) {
     node_forward_nonlinear(t, s);
   } else {
-    Lp.Ml.resize(L_ * dt);
-    Lp.linear.forward(*gk_, L, Mraw_.data(), Lp.dim_mid, Lp.Ml.data(), dt, false, nullptr, s);
+    // Ml = linear(M), made batch by batch in layer_forward.
     if (Lp.density)
       gk_->scale_rows(dt_, ScaleRowsArgs{Lp.Ml.data(), Lp.dens.data(), L, dt, dt, 1, 0, 0}, s);
     else

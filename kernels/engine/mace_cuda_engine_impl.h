@@ -300,6 +300,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<unsigned long long> status_;
   // Mraw_ (the messages, the layer's widest rows) and B_ (the contraction's output) are each one
   // stage's input in the forward; the backward writes their gradients into the same rows.
+  // Mraw_ holds one edge batch's centres (the linear runs batch by batch behind the
+  // convolution, and its backward batch by batch before the sender pass).
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, B_, ones_;
   DeviceArray<T> gh_, gh_prev_, gA_, gMl_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_, gz_;
   // The non-linear block's: dE/d(gate output), dE/d(gate input), dE/d(local hu) through

@@ -35,9 +35,8 @@ void MaceCuda<T, G>::node_forward_nonlinear(int t, Stream s) {
   Layer<T>& Lp = layers_[t];
   const long long L = static_cast<long long>(L_);
   const int dn = Lp.dim_nonlin, dt = Lp.dim_target, dg = Lp.gate.dim_out();
-  // Ml keeps q (the backward's dE/dD reads it), X the gate's input.
-  Lp.Ml.resize(L_ * dn);
-  Lp.linear.forward(*gk_, L, Mraw_.data(), Lp.dim_mid, Lp.Ml.data(), dn, false, nullptr, s);
+  // Ml keeps q (the backward's dE/dD reads it), X the gate's input; linear_1(M) is in Ml
+  // already (layer_forward, batch by batch).
   ScaleRowsArgs sr{Lp.Ml.data(), Lp.dens.data(), L, dn, dn, 2, Lp.alpha, Lp.beta};
   gk_->scale_rows(dt_, sr, s);
   Lp.X.resize(L_ * dn);
@@ -74,8 +73,7 @@ void MaceCuda<T, G>::node_backward_nonlinear(int t, Stream s) {
                   s);
   gk_->scale_rows(dt_, ScaleRowsArgs{gX_.data(), Lp.dens.data(), L, dn, dn, 2, Lp.alpha, Lp.beta},
                   s);
-  Mraw_.resize(L_ * Lp.dim_mid);  // dE/dM, in the messages' rows (node_backward)
-  Lp.linear.backward(*gk_, L, gX_.data(), dn, Mraw_.data(), Lp.dim_mid, false, nullptr, s);
+  // dE/dM = linear_1^T dE/dlin1 (in gX_) follows batch by batch in edge_backward.
 }
 
 #define CLEBSCH_INSTANTIATE(T, G)                                    \

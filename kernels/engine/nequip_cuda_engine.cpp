@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -497,6 +498,7 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
   // and dE/dW (fused radial form: dE/dh) per edge of the batch. Outputs that a pass may leave
   // untouched (blocks no path reaches) are cleared first.
   const std::size_t batches = edges_.num_batches();
+  constexpr bool direct_gy = std::is_same_v<T, G>;
   if (need_grad_h) {
     size_at_least_one(gx_, N_ * Lk.dim_x);
     gx_.zero(s);
@@ -507,18 +509,24 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     // Several batches: the MLP forward again, which also restores its activations for the
     // batch's rows.
     const T* w = keep_weights_ ? Lk.kept : batch_weights(Lk, bt, wb_, s);
-    size_at_least_one(gsh_, n * nsh_);
-    gsh_.zero(s);
+    // dE/dY straight into grad_sh_ when it has the layer's type (the pass adds to it); in mixed
+    // precision through a batch-sized scratch.
+    if (!direct_gy) {
+      size_at_least_one(gsh_, n * nsh_);
+      gsh_.zero(s);
+    }
     size_at_least_one(gw_, n * Lk.conv_width);
     gw_.zero(s);
     ConvBuffers c = conv_buffers(Lk, bt, w);
     c.grad_out = gm_.data() + r0 * Lk.dim_mid;
-    c.grad_y = gsh_.data();
+    c.grad_y = direct_gy ? static_cast<void*>(grad_sh_.data() + e0 * nsh_)
+                         : static_cast<void*>(gsh_.data());
+    c.accumulate_grad_y = direct_gy;
     (Lk.fused ? c.grad_h : c.grad_w) = gw_.data();
     c.grad_x = need_grad_h ? gx_.data() : nullptr;
     c.accumulate_grad_x = batches > 1;
     Lk.conv->run(s, Pass::kBackward, c);
-    add_rows(gsh_.data(), nsh_, grad_sh_.data() + e0 * nsh_, nsh_, n, nsh_, dg_, s);
+    if (!direct_gy) add_rows(gsh_.data(), nsh_, grad_sh_.data() + e0 * nsh_, nsh_, n, nsh_, dg_, s);
     size_at_least_one(gemb_, n * nb_);
     if (Lk.fused)
       Lk.edge_mlp.backward_hidden(*gk_, n, gw_.data(), gemb_.data(), s);

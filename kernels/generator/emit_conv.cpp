@@ -242,7 +242,7 @@ void ModuleEmitter::emit_sender_kernel(Writer& w, const PassSchedule& ps, int gi
     w.close();
   }
   if (last && any_y) {
-    w.open("if (a.grad_y) {");
+    w.open("if (a.grad_y && !a.accumulate_grad_y) {");
     w.open("for (long long n = work.begin; n < work.end; ++n) {");
     w("const long long e = a.order ? (long long)a.order[n] : n;");
     w("if (e < 0 || e >= a.num_edges) continue;");

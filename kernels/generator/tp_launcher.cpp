@@ -30,7 +30,7 @@ NvrtcModule build_module(const std::string& source, const std::string& name,
 }
 
 // The host struct must match the device one member for member: pointers then 64-bit counts.
-static_assert(sizeof(ConvArgs) == 20 * sizeof(void*) + 5 * sizeof(long long),
+static_assert(sizeof(ConvArgs) == 20 * sizeof(void*) + 6 * sizeof(long long),
               "ConvArgs must have no padding");
 static_assert(offsetof(ConvArgs, num_edges) == 20 * sizeof(void*), "ConvArgs layout");
 
@@ -255,6 +255,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
   a.status = status;
   a.num_edges = b.num_edges, a.num_senders = b.num_senders, a.num_receivers = b.num_receivers;
   a.accumulate_grad_x = !receiver && b.accumulate_grad_x;
+  a.accumulate_grad_y = !receiver && b.accumulate_grad_y;
   // The CSR order is used in both modes when given: deterministic mode needs it, atomic mode
   // merges the runs of one node it makes (fewer atomics).
   if (receiver)
@@ -272,7 +273,7 @@ LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass 
       clear(a.out, b.num_receivers, problem.dim_out());
     } else {
       if (!a.accumulate_grad_x) clear(a.grad_x, b.num_senders, problem.dim_in1());
-      clear(a.grad_y, b.num_edges, problem.dim_in2());
+      if (!a.accumulate_grad_y) clear(a.grad_y, b.num_edges, problem.dim_in2());
       clear(a.grad_w, b.num_edges, problem.weight_numel());
       clear(a.grad_h, b.num_edges, problem.radial_row_width());
     }

@@ -62,6 +62,9 @@ struct ConvBuffers {
   /// Sender passes: add this call's grad_x to what grad_x holds (the caller zeroed it once)
   /// instead of clearing or storing over it, so that the edges can come in several batches.
   bool accumulate_grad_x = false;
+  /// Sender passes: add this call's grad_y to what grad_y holds instead of storing over it, so
+  /// that several layers' passes sum into one dE/dY without a scratch row per edge.
+  bool accumulate_grad_y = false;
 };
 
 /// Kernel argument block; identical to struct ConvArgs of templates/conv_prelude.cuh.in.
@@ -88,6 +91,7 @@ struct ConvArgs {
   unsigned int* status;
   long long num_edges, num_senders, num_receivers, num_rows;
   long long accumulate_grad_x;
+  long long accumulate_grad_y;
 };
 
 /// The limits of the current context's device. @throws CudaError.

@@ -19,19 +19,35 @@ struct EdgeBatchBudget {
   /// Several batches: what the stage holds per edge of a batch (a layer's weights, the MLPs'
   /// activations, the backward's per-edge gradients).
   std::size_t batch_per_edge = 0;
+  /// What the stage holds per centre of a batch, in any mode (the MACE engine's messages M and
+  /// their gradient: the widest node rows, held for one batch's centres at a time).
+  std::size_t batch_per_centre = 0;
 
-  /// Edges per batch for @p num_edges edges; 0: one batch (weights kept).
+  /// Edges per batch for @p num_edges edges on @p num_centres centres; 0: one batch (weights
+  /// kept).
   /// @param option CudaEngineOptions::edge_batch: decides when not 0.
   /// @param memory_values the device's memory in values of the network type.
-  std::size_t max_batch_edges(std::size_t num_edges, std::size_t option,
+  std::size_t max_batch_edges(std::size_t num_edges, std::size_t num_centres, std::size_t option,
                               std::size_t memory_values) const {
     if (option > 0) return option;
+    // A batch's per-centre rows stay within a sixteenth of the device: beyond, batches of that
+    // many centres' edges at this graph's mean edges per centre (the rows would otherwise be
+    // the largest buffer of a large system: 20 KB per atom of a MACE-MP-0-medium-sized model in
+    // float32, H200 run 25).
+    std::size_t cap = 0;
+    if (batch_per_centre > 0 && num_centres > 0 &&
+        num_centres * batch_per_centre > memory_values / 16) {
+      const std::size_t centres = std::max<std::size_t>(1, memory_values / 16 / batch_per_centre);
+      cap = std::max<std::size_t>(1, centres * num_edges / num_centres);
+    }
     // Keeping every layer's weights is ~10 % faster (no second MLP forward) while it fits a
     // quarter of the device; beyond, batches of an eighth (H200 run 8: 10,192 atoms of a
     // MACE-MP-0-medium-sized model, float64: 0.142 s and 29.0 GB kept, 0.155 s and 8.6 GB in
     // 200,000-edge batches). The automatic sizes assume one engine per device.
-    if (num_edges * keep_per_edge <= memory_values / 4) return 0;
-    return std::max<std::size_t>(1, memory_values / 8 / std::max<std::size_t>(1, batch_per_edge));
+    if (num_edges * keep_per_edge <= memory_values / 4) return cap;
+    const std::size_t edges =
+        std::max<std::size_t>(1, memory_values / 8 / std::max<std::size_t>(1, batch_per_edge));
+    return cap > 0 ? std::min(cap, edges) : edges;
   }
 };
 

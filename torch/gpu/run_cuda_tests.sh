@@ -9,7 +9,8 @@
 #          target fails);
 #   bench: bench/train_step.py (MACE-MP-0-medium-sized and NequIP-benzene-sized, fp32 and fp64,
 #          clebsch, cueq and oeq from .whl/peers, e3nn; CLEBSCH_BENCH_ENGINES), records in
-#          train_step.jsonl.
+#          train_step.jsonl; CLEBSCH_BENCH_PROFILE=1: one more step of each under torch.profiler
+#          (profile_<part>.md, the ten largest kernels in each record).
 # Everything it writes (logs, junit XML, JSON records, how many kernel modules were compiled
 # there) goes into OUT/torch-gpu.tar.xz, also when a part fails or runs out of time (each part
 # has its own time limit: CLEBSCH_TESTS_TIMEOUT, default 240 s a file, CLEBSCH_BENCH_TIMEOUT,
@@ -88,7 +89,8 @@ case $mode in
         --engines "$which" --warmup "${CLEBSCH_BENCH_WARMUP:-2}" \
         --repeat "${CLEBSCH_BENCH_REPEAT:-10}" --atoms "${CLEBSCH_BENCH_ATOMS:-10000}" \
         --models "${CLEBSCH_BENCH_MODELS:-mace-mp-0-medium,nequip-benzene}" \
-        --precisions "${CLEBSCH_BENCH_PRECISIONS:-fp32,fp64}"
+        --precisions "${CLEBSCH_BENCH_PRECISIONS:-fp32,fp64}" \
+        ${CLEBSCH_BENCH_PROFILE:+--profile "$work/profile_$name.md"}
     }
     [[ -n $others ]] && bench_part train_step "${CUEQ_PYTHONPATH:-}" "$others"
     if [[ ,$engines, == *,oeq,* ]]; then

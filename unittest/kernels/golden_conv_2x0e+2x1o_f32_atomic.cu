@@ -41,6 +41,7 @@ struct ConvArgs {
   unsigned int* status; // bit 0: an edge index out of range; bit 1: an edge in the wrong CSR row
   long long num_edges, num_senders, num_receivers, num_rows;
   long long accumulate_grad_x;  // sender passes: add to grad_x (neither cleared nor stored over)
+  long long accumulate_grad_y;  // sender passes: add to grad_y (neither cleared nor stored over)
 };
 
 // Explicit fused multiply-adds: the summation order, and so every bit of the result, is fixed
@@ -524,7 +525,8 @@ CLEBSCH_INLINE SenderWork sender_work(const ConvArgs& a) {
 }
 
 // Writes the tile's grad_Y sums of the group's attribute blocks from shared memory to memory.
-// first: the values have no earlier contribution in memory (store instead of add).
+// first: the values have no earlier contribution of this pass in memory (store instead of add,
+// unless the caller accumulates into grad_y).
 template <class G>
 __device__ void flush_gy(const ConvArgs& a, const Tile& t, int count, bool first_pass) {
   __syncwarp();
@@ -534,7 +536,7 @@ __device__ void flush_gy(const ConvArgs& a, const Tile& t, int count, bool first
     if (t.sender[q] < 0 || !G::gy_touched(j)) continue;
     real* p = gy + (long long)t.edge[q] * kDim2 + j;
     const real v = t.gy[idx];
-    *p = (first_pass && G::gy_first(j)) ? v : *p + v;
+    *p = (first_pass && G::gy_first(j) && !a.accumulate_grad_y) ? v : *p + v;
   }
   __syncwarp();
 }
