@@ -134,6 +134,8 @@ Options parse(int argc, char** argv) {
       o.variant = value();
     } else if (a == "--prefetch-registers") {
       o.schedule.prefetch_registers = std::stoi(value());
+    } else if (a == "--sender-split-registers") {
+      o.schedule.sender_split_registers = std::stoi(value());
     } else if (a == "--loop-cg-above") {
       o.schedule.loop_cg_above = std::stoi(value());
     } else if (a == "--warps") {
@@ -183,21 +185,23 @@ Options parse(int argc, char** argv) {
     } else if (a == "--threads") {
       o.threads = std::stoi(value());
     } else {
-      throw Error("unknown option " + a +
-                  " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
-                  "--reps N --warmup N --verify-rows N --edge-factor F --seed N --copy-bandwidth "
-                  "B/s --json "
-                  "FILE --cached-only --group-times --prefetch-registers N --loop-cg-above N "
-                  "--matrix-cg 0|1 "
-                  "--matrix-cg-double 0|1 "
-                  "--warps N --max-tile N --lane-channels N --lane-registers N "
-                  "--lane-registers-df64 N --lane-registers-db64 N --forward-budget32 N "
-                  "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
-                  "--sender-streams N "
-                  "--matrix-prefetch-registers N "
-                  "--mma 0|1|2 --mma-all-share X --mma-double-forward 0|1|2 --mma-backward 0|1|2 "
-                  "--mma-double-backward 0|1|2 "
-                  "--precompile [--coverage] [--ptxas-log] [--threads N])");
+      throw Error(
+          "unknown option " + a +
+          " (--problems a,b|all --dtypes f32,f64 --modes atomic,det --ops fwd,fb,db "
+          "--reps N --warmup N --verify-rows N --edge-factor F --seed N --copy-bandwidth "
+          "B/s --json "
+          "FILE --cached-only --group-times --prefetch-registers N --sender-split-registers N "
+          "--loop-cg-above N "
+          "--matrix-cg 0|1 "
+          "--matrix-cg-double 0|1 "
+          "--warps N --max-tile N --lane-channels N --lane-registers N "
+          "--lane-registers-df64 N --lane-registers-db64 N --forward-budget32 N "
+          "--budget32 N --budget64 N --streams N --receiver-longest-first 0|1 "
+          "--sender-streams N "
+          "--matrix-prefetch-registers N "
+          "--mma 0|1|2 --mma-all-share X --mma-double-forward 0|1|2 --mma-backward 0|1|2 "
+          "--mma-double-backward 0|1|2 "
+          "--precompile [--coverage] [--ptxas-log] [--threads N])");
     }
   }
   if (o.reps < 20 && !o.precompile)
@@ -219,8 +223,7 @@ int precompile(const Options& o) {
   for (const std::string& p : o.problems) {
     const ConvShape s = benchmark_shape(p);
     for (DType d : o.dtypes)
-      for (Accumulation a : o.modes)
-        jobs.push_back({p, conv_tensor_product(s.node_irreps, s.edge_irreps, s.target), d, a});
+      for (Accumulation a : o.modes) jobs.push_back({p, shape_tensor_product(s), d, a});
   }
   if (o.coverage)
     for (const CoverageShape& s : coverage_shapes())
@@ -448,7 +451,7 @@ json group_times(const Options& o, const TpLauncher& L, const ConvBuffers& b) {
 template <typename T>
 json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulation acc,
                 double bandwidth) {
-  const TensorProduct tp = conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
+  const TensorProduct tp = shape_tensor_product(shape);
   const int N = shape.num_nodes;
   const double edges_wanted = std::round(shape.num_edges * o.edge_factor);
   if (edges_wanted > std::numeric_limits<int>::max())
@@ -723,8 +726,8 @@ int main(int argc, char** argv) {
           json r;
           if (o.cached_only) {
             // The module a TpLauncher would build here (same problem, schedule and options).
-            const TpProblem problem = TpProblem::from_tensor_product(
-                conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target), d, a);
+            const TpProblem problem =
+                TpProblem::from_tensor_product(shape_tensor_product(shape), d, a);
             CompileOptions co;
             co.arch = query_device_limits().arch();
             const std::string src =

@@ -161,6 +161,9 @@ struct Case {
   /// true (float64, matrix): the forward and the sender passes' pair products on the tensor
   /// cores in every group (else never)
   bool mma = false;
+  /// true: sender passes split every output block's instructions over groups (a tiny
+  /// ScheduleOptions::sender_split_registers)
+  bool split = false;
 };
 
 std::string case_name(const Case& c) {
@@ -168,7 +171,8 @@ std::string case_name(const Case& c) {
          (c.acc == Accumulation::kAtomic ? "_atomic" : "_det") + (c.prefetch ? "" : "_noprefetch") +
          (c.looped ? "_looped" : "") + (c.looped && !c.matrix ? "_nomatrix" : "") +
          (c.looped && c.matrix && c.matrix_prefetch ? "_matrixprefetch" : "") +
-         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "") + (c.mma ? "_mma" : "");
+         (c.looped && c.matrix && !c.matrix_double ? "_loopeddouble" : "") + (c.mma ? "_mma" : "") +
+         (c.split ? "_split" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -177,7 +181,7 @@ void PrintTo(const Case& c, std::ostream* os) {
       << (c.looped && !c.matrix ? " no matrix" : "")
       << (c.looped && c.matrix && c.matrix_prefetch ? " matrix prefetch" : "")
       << (c.looped && c.matrix && !c.matrix_double ? " looped double" : "")
-      << (c.mma ? " tensor cores" : "");
+      << (c.mma ? " tensor cores" : "") << (c.split ? " split blocks" : "");
 }
 
 TensorProduct shape_tp(const std::string& name) {
@@ -218,6 +222,7 @@ class Emulated : public ::testing::TestWithParam<Case> {
     so.mma_backward = c.mma ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
     so.mma_double_backward = so.mma_double_forward =
         c.mma ? TensorCoreUse::kAlways : TensorCoreUse::kNever;
+    if (c.split) so.sender_split_registers = 1;
     const Schedule sch = schedule(problem, DeviceLimits::h200(), so);
     const std::string tag = case_name(c);
     EmulatedModule m(problem, sch, tag);
@@ -352,6 +357,11 @@ std::vector<Case> cases() {
                false, true, true});
   v.push_back({"WeightlessMul2", DType::kFloat64, Accumulation::kAtomic, true, true, true, false,
                true, true});
+  // Blocks summed from several instructions, split over sender groups that share grad_out and
+  // add into the same grad_x and grad_Y blocks (both modes and types).
+  for (DType d : {DType::kFloat32, DType::kFloat64})
+    for (Accumulation a : {Accumulation::kAtomic, Accumulation::kDeterministic})
+      v.push_back({"SummedPaths", d, a, true, false, true, false, true, false, true});
   return v;
 }
 

@@ -3,6 +3,8 @@
 // MACE-rule convolution tensor products and the benchmark shapes of docs/kernels.md.
 #include "clebsch/cuda/generator/conv_shapes.h"
 
+#include <algorithm>
+
 #include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
@@ -32,6 +34,26 @@ TensorProduct conv_tensor_product(const Irreps& node_irreps, const Irreps& edge_
   return TensorProduct(node_irreps, edge_irreps, sorted.irreps, instructions, options);
 }
 
+TensorProduct summed_tensor_product(const Irreps& node_irreps, const Irreps& edge_irreps,
+                                    const Irreps& out_irreps) {
+  std::vector<Instruction> instructions;
+  for (std::size_t i = 0; i < node_irreps.size(); ++i)
+    for (std::size_t j = 0; j < edge_irreps.size(); ++j) {
+      const std::vector<Irrep> product = node_irreps[i].ir * edge_irreps[j].ir;
+      for (std::size_t o = 0; o < out_irreps.size(); ++o)
+        if (std::find(product.begin(), product.end(), out_irreps[o].ir) != product.end())
+          instructions.emplace_back(int(i), int(j), int(o), ConnectionMode::kUvu);
+    }
+  TensorProductOptions options;
+  options.shared_weights = false;
+  return TensorProduct(node_irreps, edge_irreps, out_irreps, instructions, options);
+}
+
+TensorProduct shape_tensor_product(const ConvShape& shape) {
+  return shape.summed ? summed_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target)
+                      : conv_tensor_product(shape.node_irreps, shape.edge_irreps, shape.target);
+}
+
 namespace {
 
 // 128x(0e+1o+2e+...) up to L with the natural parity (-1)^l.
@@ -55,6 +77,10 @@ std::vector<ConvShape> benchmark_shapes() {
       {"nequip-water", Irreps("32x0o+32x0e+32x1o+32x1e"), Irreps("0e+1o"),
        Irreps("32x0o+32x0e+32x1o+32x1e"), 10000, 160000},
   };
+  shapes.push_back({"e3nn-summed-l3", Irreps("64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e"),
+                    Irreps("0e+1o+2e+3o"),
+                    Irreps("64x0o+64x0e+64x1o+64x1e+64x2o+64x2e+64x3o+64x3e"), 10000, 160000,
+                    true});
   for (int L = 4; L <= 8; ++L)
     shapes.push_back({"high-l-" + std::to_string(L), natural(128, L), natural(1, L),
                       natural(128, L), 1000, 16000});
@@ -89,6 +115,10 @@ std::vector<CoverageShape> coverage_shapes() {
       {"HighL8",
        conv_tensor_product(Irreps("33x8e+5x7o"), Irreps("0e+1o+8e"), Irreps("0e+1o+7o+8e"))},
       {"WeightlessMul2", std::move(weightless)},
+      // Up to six instructions into one block; ScheduleOptions::sender_split_registers small
+      // splits them over sender groups (test_kernels_emulated).
+      {"SummedPaths", summed_tensor_product(Irreps("6x0o+6x0e+6x1o+6x1e+6x2e"), Irreps("0e+1o+2e"),
+                                            Irreps("6x0e+6x1o+6x1e+6x2e"))},
   };
 }
 

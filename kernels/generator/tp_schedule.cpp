@@ -60,19 +60,24 @@ int live_values(Pass pass, const TpProblem& p, const std::set<int>& out, const s
   return 0;
 }
 
-std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int prefetch_regs) {
+std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int prefetch_regs,
+                               int split_values) {
   std::vector<std::vector<int>> paths_into(p.out().size());
   for (std::size_t n = 0; n < p.paths().size(); ++n) paths_into[p.paths()[n].out].push_back(int(n));
 
   std::vector<Group> groups;
   std::set<int> out, in1, in2;
+  std::vector<int> some_paths;  // a split block's instructions in this group (else: all)
   int mul = -1;
   auto close = [&]() {
     if (out.empty()) return;
     Group g;
     g.out_blocks.assign(out.begin(), out.end());
-    for (int o : g.out_blocks)
-      for (int n : paths_into[o]) g.paths.push_back(n);
+    if (!some_paths.empty())
+      g.paths = some_paths;
+    else
+      for (int o : g.out_blocks)
+        for (int n : paths_into[o]) g.paths.push_back(n);
     std::sort(g.paths.begin(), g.paths.end());
     g.in1_blocks.assign(in1.begin(), in1.end());
     g.in2_blocks.assign(in2.begin(), in2.end());
@@ -84,7 +89,23 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
                          ? OperandLoad::kPrefetchNextEdge
                          : OperandLoad::kCurrentEdge;
     groups.push_back(std::move(g));
-    out.clear(), in1.clear(), in2.clear();
+    out.clear(), in1.clear(), in2.clear(), some_paths.clear();
+  };
+  // A block too large for one sender group: its instructions by first operand, as many per
+  // group as fit split_values (at least one).
+  const bool may_split = !is_receiver_pass(pass) && split_values > 0;
+  auto split = [&](int o) {
+    std::vector<int> order = paths_into[o];
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return p.paths()[a].in1 < p.paths()[b].in1; });
+    for (int n : order) {
+      std::set<int> a2 = in1, b2 = in2;
+      a2.insert(p.paths()[n].in1), b2.insert(p.paths()[n].in2);
+      if (!some_paths.empty() && live_values(pass, p, {o}, a2, b2) > split_values) close();
+      out.insert(o), in1.insert(p.paths()[n].in1), in2.insert(p.paths()[n].in2);
+      some_paths.push_back(n);
+    }
+    close();
   };
   // Output blocks are visited by multiplicity (in order of first appearance), so that
   // non-uniform multiplicities cost one chunk loop per multiplicity, and within one
@@ -136,6 +157,10 @@ std::vector<Group> make_groups(Pass pass, const TpProblem& p, int budget, int pr
       }
       for (int o : blocks) {
         if (!out.empty() && cost_with({o}) > budget) close();
+        if (may_split && out.empty() && paths_into[o].size() > 1 && cost_with({o}) > split_values) {
+          split(o);
+          continue;
+        }
         add({o});
       }
     }
@@ -402,6 +427,9 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
   const int budget =
       problem.dtype() == DType::kFloat32 ? options.budget_float32 : options.budget_float64;
   const int dim2 = problem.dim_in2();
+  const int split_values = options.sender_split_registers > 0
+                               ? std::max(1, options.sender_split_registers * 4 / elem)
+                               : 0;
 
   Schedule s;
   s.limits = limits;
@@ -415,9 +443,10 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
                                     options.forward_budget_float32 > 0
                                 ? options.forward_budget_float32
                                 : budget;
-    ps.groups = uses_matrix_cg(problem, options, pass)
-                    ? matrix_groups(pass, problem, options, limits)
-                    : make_groups(pass, problem, pass_budget, options.prefetch_registers);
+    ps.groups =
+        uses_matrix_cg(problem, options, pass)
+            ? matrix_groups(pass, problem, options, limits)
+            : make_groups(pass, problem, pass_budget, options.prefetch_registers, split_values);
 
     // Tile: the largest power of two up to max_tile whose staged rows stay near the per-warp
     // target, so that several blocks still fit one multiprocessor.

@@ -219,6 +219,14 @@ struct ScheduleOptions {
   int max_tile_atomic = 64;
   /// Prefetch when a group's operands take at most this many 32-bit registers.
   int prefetch_registers = 64;
+  /// Sender passes of the unrolled form: an output block whose instructions alone would keep
+  /// more than this many 32-bit registers per lane live is split into groups of its
+  /// instructions (each reads the block's grad_out and adds into the shared grad_x and grad_Y
+  /// blocks, in the launcher's order). NequIP-style products sum up to 11 instructions into one
+  /// block: in float64 their double backward groups kept ~160 values (320 registers) and
+  /// compiled to 32-register kernels with 5-9 KB stack frames, 95 ms per call against 2 ms in
+  /// float32 (bench/NOTES.md run 25). 0: never split.
+  int sender_split_registers = 208;
   /// Target bytes of staged edge attributes per warp when choosing the tile.
   int staged_bytes_per_warp = 8192;
   /// Looped CG form (emit_conv_looped.cpp): when the module's largest instruction has more CG
