@@ -351,6 +351,8 @@ nlohmann::json kernel_profile(Engine& engine, const AtomGraph& ag, const nlohman
       k["mean_ms"] = t.mean_seconds() * 1e3;
       k["share"] = wall > 0 ? t.seconds / wall : 0.0;
       k["bytes"] = t.bytes;
+      k["floor_bytes"] = t.floor.bytes;
+      k["flops"] = t.floor.flops;
       list.push_back(k);
     }
     p[key == cu::TimingKey::kName ? "by_name" : "kernels"] = list;
@@ -363,6 +365,8 @@ nlohmann::json kernel_profile(Engine& engine, const AtomGraph& ag, const nlohman
                       {"threads", t.threads},
                       {"shared_bytes", t.shared_bytes},
                       {"bytes", t.bytes},
+                      {"floor_bytes", t.floor.bytes},
+                      {"flops", t.floor.flops},
                       {"us", t.seconds * 1e6}});
   p["launches"] = issued;
 
@@ -392,10 +396,11 @@ nlohmann::json kernel_profile(Engine& engine, const AtomGraph& ag, const nlohman
 //                  "kernel_ms" (sum of the records), "gap_ms" (wall - sum: idle device),
 //                  "untimed_median_ms" (the timed calls without kernel timing), "records",
 //                  "kernels": [{"label" (engine phase), "name", "calls", "total_ms", "mean_ms",
-//                               "share" (of wall_ms), "bytes"}, ...] largest first,
+//                               "share" (of wall_ms), "bytes", "floor_bytes", "flops"
+//                               (KernelFloor: 0 where not known)}, ...] largest first,
 //                  "by_name": the same summed over phases (no "label"),
 //                  "launches": [{"label", "name", "grid", "threads", "shared_bytes", "bytes",
-//                                "us"}, ...] in issue order}, ...]}
+//                                "floor_bytes", "flops", "us"}, ...] in issue order}, ...]}
 void write_kernel_profile(const Options& opt, const nlohmann::json& out,
                           const nlohmann::json& profiles) {
   nlohmann::json f;

@@ -223,6 +223,40 @@ TEST_P(Timing, DetailNamesTheNextRecordOnly) {
                                       "clebsch_gemm_f64 2x2x3 x2 gather", "timing_a"}));
 }
 
+// A floor goes to the next record only, and the generic kernels give theirs: a GEMM's A, B and C
+// moved once (C read too with beta != 0) and 2 m n k flops; an axpby's x read, y read and
+// written.
+TEST_P(Timing, FloorsGoToTheNextRecordAndTheGenericKernelsGiveTheirs) {
+  DeviceBackend& be = *backend_;
+  GenericKernels gk(be);
+  DeviceArray<double> A(be, 5 * 3), B(be, 3 * 4), C(be, 5 * 4);
+  be.set_timing_floor(1e9, 1e9);  // while off: ignored
+  be.set_kernel_timing(true);
+  a(1.0);
+  be.set_timing_floor(800, 100);
+  b(1.0);
+  a(1.0);
+  gk.gemm(DType::kFloat64, GenericKernels::dense(A.data(), B.data(), C.data(), 5, 4, 3, 1, 1),
+          nullptr);
+  gk.axpby(DType::kFloat64, DType::kFloat64,
+           GenericKernels::vector(A.data(), C.data(), 15, 2.0, 1.0), nullptr);
+  const std::vector<KernelTiming> r = be.take_kernel_timings();
+  be.set_kernel_timing(false);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0].floor.bytes, 0.0);
+  EXPECT_EQ(r[1].floor.bytes, 800.0);
+  EXPECT_EQ(r[1].floor.flops, 100.0);
+  EXPECT_EQ(r[2].floor.bytes, 0.0);
+  EXPECT_EQ(r[3].floor.bytes, 8.0 * (5 * 3 + 3 * 4 + 2 * 5 * 4));
+  EXPECT_EQ(r[3].floor.flops, 2.0 * 5 * 4 * 3);
+  EXPECT_EQ(r[4].floor.bytes, 8.0 * 15 * 3);
+  const std::vector<KernelTimingTotal> t = aggregate_kernel_timings(r);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].name, "timing_a");
+  EXPECT_EQ(t[0].floor.bytes, 0.0);
+  EXPECT_EQ(t[1].floor.flops, 100.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(All, Timing, ::testing::Values("emulated", "cuda"),
                          [](const auto& info) { return info.param; });
 

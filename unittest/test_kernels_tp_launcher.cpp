@@ -284,6 +284,33 @@ std::vector<std::vector<int>> happens_before(const GroupOverlap& o, int streams)
 // A sender-pass group adds into grad_x of its in1 blocks and grad_Y of its in2 blocks: every
 // two groups that share one keep their order (the sums, and the bits, of one stream), while
 // groups that share none overlap. Receiver-pass groups go round-robin with no waits.
+// The floor of a one-instruction product's groups, counted here by hand: 4x0e (x) 0e -> 4x0e,
+// one CG non-zero, 4 weights per edge; forward x, Y, W read and out written once, backward also
+// grad_out read and grad_x, grad_Y, grad_W written; the int32 edge arrays and row pointers.
+TEST(ConvGroupFloor, CountsEachOperandOnceAndTheMultiplyAdds) {
+  const TpProblem p = TpProblem::from_tensor_product(
+      conv_tensor_product(Irreps("4x0e"), Irreps("0e"), Irreps("4x0e")), DType::kFloat64,
+      Accumulation::kDeterministic);
+  const Schedule s = schedule(p, DeviceLimits::h200());
+  ConvBuffers b;
+  b.num_senders = 10, b.num_receivers = 7, b.num_edges = 50;
+  const double E = 50;
+  const PassSchedule& fwd = s.pass(Pass::kForward);
+  ASSERT_EQ(fwd.groups.size(), 1u);
+  const KernelFloor f = conv_group_floor(p, fwd, 0, b);
+  EXPECT_DOUBLE_EQ(f.bytes, 8.0 * (10 * 4 + E * (1 + 4) + 7 * 4) + 4.0 * (2 * E + 7 + 1));
+  EXPECT_DOUBLE_EQ(f.flops, 2.0 * E * 4 * (1 + 1));
+  int dummy = 0;
+  b.grad_x = b.grad_y = b.grad_w = &dummy;
+  const KernelFloor g = conv_group_floor(p, s.pass(Pass::kBackward), 0, b);
+  EXPECT_DOUBLE_EQ(g.bytes, 8.0 * (10 * 4 + E * (1 + 4) + 7 * 4 + 10 * 4 + E * 1 + E * 4) +
+                                4.0 * (2 * E + 10 + 1));
+  EXPECT_DOUBLE_EQ(g.flops, 2.0 * E * 4 * (2 + 2 + 1));
+  // Without grad_Y the pass writes less.
+  b.grad_y = nullptr;
+  EXPECT_DOUBLE_EQ(conv_group_floor(p, s.pass(Pass::kBackward), 0, b).bytes, g.bytes - 8.0 * E);
+}
+
 TEST(GroupOverlap, SenderGroupsThatShareAGradientBlockKeepTheirOrder) {
   for (const char* name : {"high-l-5", "mace-large", "nequip-benzene"}) {
     const ConvShape shape = benchmark_shape(name);

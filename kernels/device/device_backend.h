@@ -141,6 +141,12 @@ class DeviceBackend {
   void set_timing_detail(std::string_view detail) {
     if (timing_) timing_detail_.assign(detail);
   }
+  /// The floor (KernelFloor: least bytes moved, floating-point operations) of the next record
+  /// only, like set_timing_detail: the profiles report each kernel's time beside it. Ignored
+  /// while timing is off.
+  void set_timing_floor(double bytes, double flops = 0) {
+    if (timing_) timing_floor_ = {bytes, flops};
+  }
   /// Brackets device work issued on @p stream outside launch() (cuBLAS GEMMs) as one record named
   /// @p name: begin before issuing it, end with the returned mark after. Call only while
   /// kernel_timing() is on; a region that is never ended is not recorded.
@@ -151,6 +157,7 @@ class DeviceBackend {
   // Here rather than behind a virtual call, so that a launch with timing off tests one member.
   bool timing_ = false;
   std::string timing_detail_;  // set_timing_detail's, until the next record takes it
+  KernelFloor timing_floor_;   // set_timing_floor's, likewise
 };
 
 /// The CUDA backend on device @p ordinal (its primary context made current on this thread);

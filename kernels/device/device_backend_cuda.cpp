@@ -175,6 +175,7 @@ class CudaBackend final : public DeviceBackend {
     if (on && !timing_) log_.clear();
     timing_ = on;
     timing_detail_.clear();
+    timing_floor_ = {};
   }
   std::vector<KernelTiming> take_kernel_timings() override {
     current();
@@ -203,8 +204,9 @@ class CudaBackend final : public DeviceBackend {
  private:
   // A record (taking set_timing_detail's detail) and its two events (the pool grown when short).
   std::size_t open_record(std::string_view name, const unsigned (&dims)[5], std::size_t bytes) {
-    const std::size_t i = log_.add(name, timing_detail_, dims, bytes);
+    const std::size_t i = log_.add(name, timing_detail_, dims, bytes, timing_floor_);
     timing_detail_.clear();
+    timing_floor_ = {};
     if (events_.size() < 2 * (i + 1)) {
       current();
       // Doubling: a first profiled step grows the pool O(log n) times, later ones never.

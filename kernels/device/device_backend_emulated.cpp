@@ -213,14 +213,16 @@ class EmulatedBackend final : public DeviceBackend {
     if (on && !timing_) log_.clear();
     timing_ = on;
     timing_detail_.clear();
+    timing_floor_ = {};
   }
   std::vector<KernelTiming> take_kernel_timings() override { return log_.take(); }
   void end_timing_phase(const std::string& label) override {
     if (timing_) log_.end_phase(label);
   }
   std::size_t begin_timed_region(std::string_view name, Stream) override {
-    const std::size_t i = log_.add(name, timing_detail_, {0, 0, 0, 0, 0}, 0);
+    const std::size_t i = log_.add(name, timing_detail_, {0, 0, 0, 0, 0}, 0, timing_floor_);
     timing_detail_.clear();
+    timing_floor_ = {};
     log_.start(i) = now_seconds();
     return i;
   }
@@ -233,8 +235,9 @@ class EmulatedBackend final : public DeviceBackend {
   // Runs @p work as one record (dropped, open, if it throws).
   template <class F>
   void timed(std::string_view name, const unsigned (&dims)[5], std::size_t bytes, F&& work) {
-    const std::size_t i = log_.add(name, timing_detail_, dims, bytes);
+    const std::size_t i = log_.add(name, timing_detail_, dims, bytes, timing_floor_);
     timing_detail_.clear();
+    timing_floor_ = {};
     const double t0 = now_seconds();
     work();
     log_.close(i, now_seconds() - t0);

@@ -26,6 +26,20 @@ std::string_view gemm_detail(const GemmArgs& a, char (&buf)[96]) {
   return std::string_view(buf, std::size_t(std::clamp(n, 0, int(sizeof buf) - 1)));
 }
 
+double size_of_type(DType t) { return t == DType::kFloat64 ? 8.0 : 4.0; }
+
+// A GEMM's floor: A, B and C each moved once (C also read when beta != 0; B once, or once per
+// batch when it has a batch stride: a species-selected B counts once, a lower bound), the row
+// indices once, 2 m n k flops per batch.
+KernelFloor gemm_floor(DType t, const GemmArgs& a) {
+  const double e = size_of_type(t), batch = double(a.batch), m = double(a.m), n = double(a.n),
+               k = double(a.k);
+  const double c = m * n * batch * (a.beta != 0.0 ? 2.0 : 1.0);
+  const double b = k * n * (a.b_batch ? batch : 1.0);
+  const double rows = 4.0 * m * ((a.a_rows ? 1 : 0) + (a.c_rows ? 1 : 0) + (a.b_select ? 1 : 0));
+  return {e * (m * k * batch + b + c) + rows, 2.0 * m * n * k * batch};
+}
+
 }  // namespace
 
 LaunchDims grid_for(long long n, unsigned threads) {
@@ -105,6 +119,7 @@ void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
     const char* arow = static_cast<const char*>(a.a) + r0 * a.lda * size;
     char* crow = static_cast<char*>(a.c) + r0 * a.ldc * size;
     PermuteArgs in{const_cast<char*>(arow), ta, n, a.k, d, a.lda, 1.0, 0.0, 0};
+    backend_.set_timing_floor(2.0 * double(size * n * a.k * d));
     backend_.launch(k("permute", t), grid_for(n * a.k * d), s, in);
     // Each m a whole n x k matrix: one strided-batched GEMM over the d components.
     GemmArgs g{};
@@ -116,6 +131,7 @@ void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
     g.alpha = a.alpha, g.beta = 0.0;
     gemm(t, g, s);
     PermuteArgs out{crow, tc, n, a.n, d, a.ldc, 1.0, a.beta, 1};
+    backend_.set_timing_floor((a.beta != 0.0 ? 3.0 : 2.0) * double(size * n * a.n * d));
     backend_.launch(k("permute", t), grid_for(n * a.n * d), s, out);
   }
 }
@@ -130,6 +146,8 @@ void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
       // cuBLAS launches its own kernels, past launch(): bracketed here as one record, named after
       // the call (gemm or gemmStridedBatched) with the GemmArgs shape as detail.
       backend_.set_timing_detail(gemm_detail(a, detail));
+      const KernelFloor f = gemm_floor(t, a);
+      backend_.set_timing_floor(f.bytes, f.flops);
       const bool f32 = t == DType::kFloat32;
       const char* what = p->batch == 1 ? (f32 ? "cublas sgemm" : "cublas dgemm")
                                        : (f32 ? "cublas sgemm batched" : "cublas dgemm batched");
@@ -139,19 +157,32 @@ void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
     }
   const LaunchDims d = grid_for(a.batch * a.m * a.n);
   // The detail goes to the launch's record; an empty grid launches nothing and records nothing.
-  if (timing && d.grid_x > 0) backend_.set_timing_detail(gemm_detail(a, detail));
+  if (timing && d.grid_x > 0) {
+    backend_.set_timing_detail(gemm_detail(a, detail));
+    const KernelFloor f = gemm_floor(t, a);
+    backend_.set_timing_floor(f.bytes, f.flops);
+  }
   backend_.launch(k("gemm", t), d, s, a);
 }
+// The element-wise kernels' floors: each operand read once, each result written once.
 void GenericKernels::fill(DType t, void* x, long long n, double value, Stream s) const {
+  backend_.set_timing_floor(size_of_type(t) * double(n));
   backend_.launch(k("fill", t), grid_for(n), s, FillArgs{x, n, value});
 }
 void GenericKernels::axpby(DType tx, DType ty, const AxpbyArgs& a, Stream s) const {
+  const double n = double(a.rows) * double(a.cols);
+  backend_.set_timing_floor(n * (size_of_type(tx) + size_of_type(ty) * (a.beta != 0.0 ? 2 : 1)) +
+                            4.0 * double(a.rows) * ((a.x_rows ? 1 : 0) + (a.y_rows ? 1 : 0)));
   backend_.launch(k2("axpby", tx, ty), grid_for(a.rows * a.cols), s, a);
 }
 void GenericKernels::act_forward(DType t, const ActArgs& a, Stream s) const {
+  // z read, a written (z also written back with a bias).
+  backend_.set_timing_floor(size_of_type(t) * double(a.rows) * double(a.c1 - a.c0) *
+                            (a.bias ? 3.0 : 2.0));
   backend_.launch(k("act_forward", t), grid_for(a.rows * (a.c1 - a.c0)), s, a);
 }
 void GenericKernels::act_backward(DType t, const ActArgs& a, Stream s) const {
+  backend_.set_timing_floor(size_of_type(t) * double(a.rows) * double(a.c1 - a.c0) * 3.0);
   backend_.launch(k("act_backward", t), grid_for(a.rows * (a.c1 - a.c0)), s, a);
 }
 void GenericKernels::total(const double* x, long long n, double* out, Stream s) const {
@@ -169,9 +200,12 @@ void GenericKernels::segment_sum(DType tx, DType tout, const SegmentSumArgs& a, 
   backend_.launch(k2("segment_sum", tx, tout), grid_for(a.rows), s, a);
 }
 void GenericKernels::scale_rows(DType t, const ScaleRowsArgs& a, Stream s) const {
+  backend_.set_timing_floor(size_of_type(t) * double(a.rows) * (2.0 * double(a.cols) + 1.0));
   backend_.launch(k("scale_rows", t), grid_for(a.rows * a.cols), s, a);
 }
 void GenericKernels::row_dot(DType t, const RowDotArgs& a, Stream s) const {
+  backend_.set_timing_floor(size_of_type(t) * double(a.rows) * (2.0 * double(a.cols) + 1.0),
+                            2.0 * double(a.rows) * double(a.cols));
   backend_.launch(k("row_dot", t), grid_for(a.rows), s, a);
 }
 void GenericKernels::gate_forward(DType t, const GateArgs& a, Stream s) const {
@@ -181,9 +215,11 @@ void GenericKernels::gate_backward(DType t, const GateArgs& a, Stream s) const {
   backend_.launch(k("gate_backward", t), grid_for(a.rows * a.dim_in), s, a);
 }
 void GenericKernels::layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const {
+  backend_.set_timing_floor(size_of_type(t) * double(a.rows) * double(a.cols) * 2.0);
   backend_.launch(k("layer_norm_forward", t), grid_for(a.rows), s, a);
 }
 void GenericKernels::layer_norm_backward(DType t, const LayerNormArgs& a, Stream s) const {
+  backend_.set_timing_floor(size_of_type(t) * double(a.rows) * double(a.cols) * 3.0);
   backend_.launch(k("layer_norm_backward", t), grid_for(a.rows), s, a);
 }
 

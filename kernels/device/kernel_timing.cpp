@@ -24,6 +24,8 @@ std::vector<KernelTimingTotal> aggregate_kernel_timings(const std::vector<Kernel
     t.calls += 1;
     t.seconds += r.seconds;
     t.bytes += r.bytes;
+    t.floor.bytes += r.floor.bytes;
+    t.floor.flops += r.floor.flops;
   }
   return totals;
 }
@@ -39,7 +41,7 @@ int KernelTimingLog::intern(std::vector<std::string>& names,
 }
 
 std::size_t KernelTimingLog::add(std::string_view name, std::string_view detail,
-                                 const unsigned (&dims)[5], std::size_t bytes) {
+                                 const unsigned (&dims)[5], std::size_t bytes, KernelFloor floor) {
   Entry e;
   if (detail.empty()) {
     e.name = intern(names_, name_index_, name);
@@ -49,6 +51,7 @@ std::size_t KernelTimingLog::add(std::string_view name, std::string_view detail,
   }
   for (int d = 0; d < 5; ++d) e.dims[d] = dims[d];
   e.bytes = bytes;
+  e.floor = floor;
   entries_.push_back(e);
   return entries_.size() - 1;
 }
@@ -76,6 +79,7 @@ std::vector<KernelTiming> KernelTimingLog::take(const std::function<double(std::
     r.grid_x = e.dims[0], r.grid_y = e.dims[1], r.grid_z = e.dims[2];
     r.threads = e.dims[3], r.shared_bytes = e.dims[4];
     r.bytes = e.bytes;
+    r.floor = e.floor;
     r.seconds = seconds ? seconds(i) : e.seconds;
     out.push_back(std::move(r));
   }

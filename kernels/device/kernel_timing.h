@@ -24,6 +24,14 @@
 
 namespace clebsch::cuda {
 
+/// What a piece of device work must do at least, where its caller knows it
+/// (DeviceBackend::set_timing_floor): the bytes it moves with every operand read once and every
+/// result written once (int32 indices included), and its floating-point operations (2 per
+/// multiply-add). Either is 0 when not given.
+struct KernelFloor {
+  double bytes = 0, flops = 0;
+};
+
 /// One timed piece of device work.
 struct KernelTiming {
   /// The phase it belongs to (DeviceBackend::end_timing_phase); "" when none was given.
@@ -37,6 +45,7 @@ struct KernelTiming {
   unsigned threads = 0;                         ///< threads per block (0 likewise)
   unsigned shared_bytes = 0;                    ///< dynamic shared memory (0 likewise)
   std::size_t bytes = 0;                        ///< bytes copied or set (copies, memsets)
+  KernelFloor floor;                            ///< its floor, where the caller gave one
   double seconds = 0;                           ///< device time (CUDA events) or wall time
 };
 
@@ -47,6 +56,7 @@ struct KernelTimingTotal {
   long long calls = 0;
   double seconds = 0;     ///< sum over the calls
   std::size_t bytes = 0;  ///< sum over the calls
+  KernelFloor floor;      ///< sums over the calls
   double mean_seconds() const { return calls ? seconds / double(calls) : 0.0; }
 };
 
@@ -65,9 +75,9 @@ class KernelTimingLog {
  public:
   /// Appends an open record named @p name, or "name detail" when @p detail is not empty; returns
   /// its index. @p dims: grid_x, grid_y, grid_z, threads, shared_bytes (all 0 for copies and
-  /// regions).
+  /// regions); @p floor: the record's floor (KernelFloor).
   std::size_t add(std::string_view name, std::string_view detail, const unsigned (&dims)[5],
-                  std::size_t bytes);
+                  std::size_t bytes, KernelFloor floor = {});
   /// Closes record @p i: only closed records are taken (a launch that threw leaves its record
   /// open). @p seconds: its time, when the backend knows it now (the emulated backend).
   void close(std::size_t i, double seconds = 0);
@@ -88,6 +98,7 @@ class KernelTimingLog {
     int name = 0, label = -1;
     unsigned dims[5] = {0, 0, 0, 0, 0};
     std::size_t bytes = 0;
+    KernelFloor floor;
     double seconds = 0, start = 0;
     bool closed = false;
   };

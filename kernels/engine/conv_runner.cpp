@@ -104,6 +104,10 @@ void ConvRunner::run(Stream stream, Pass pass, const ConvBuffers& b) const {
     d.grid_y = plan.grid_y(ps, g);
     d.threads = plan.threads;
     d.shared_bytes = plan.shared_bytes;
+    if (backend_.kernel_timing()) {
+      const KernelFloor f = conv_group_floor(problem_, ps, g, b);
+      backend_.set_timing_floor(f.bytes, f.flops);
+    }
     backend_.launch(module_->kernel(kernel_name(pass, g)), d, stream, plan.args);
   }
 }

@@ -89,6 +89,8 @@ void MaceCuda<T, G>::node_backward(int t, Stream s) {
   gA.resize(L_ * dt);
   SymConArgs sa = Lp.symcon_args(d_species_, L);
   sa.B = B_.data(), sa.gA = gA.data();
+  // Its floor: A and dE/dB read, dE/dA written once.
+  b.set_timing_floor(double(sizeof(T)) * double(L) * double(2 * dt + Lp.dim_b) + 4.0 * double(L));
   b.launch(*Lp.k_symcon_bwd, grid_for(L * Lp.C), s, sa);
   if (Lp.nonlinear) return node_backward_nonlinear(t, s);
   if (!Lp.sc_on_nodes)

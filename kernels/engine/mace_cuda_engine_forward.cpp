@@ -129,6 +129,8 @@ void MaceCuda<T, G>::node_forward(int t, Stream s) {
   B_.resize(L_ * Lp.dim_b);
   SymConArgs sa = Lp.symcon_args(d_species_, L);
   sa.B = B_.data();
+  // Its floor: A read and B written once (the species' weights, a few KB, left out).
+  b.set_timing_floor(double(sizeof(T)) * double(L) * double(dt + Lp.dim_b) + 4.0 * double(L));
   b.launch(*Lp.k_symcon_fwd, grid_for(L * Lp.C), s, sa);
   // h^t replaces h^{t-1}, which prepare_layer(t) has consumed.
   h_.resize(L_ * Lp.dim_hidden);

@@ -233,6 +233,43 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams) {
   return o;
 }
 
+KernelFloor conv_group_floor(const TpProblem& problem, const PassSchedule& ps, int group,
+                             const ConvBuffers& b) {
+  const Group& g = ps.groups.at(std::size_t(group));
+  const double e = size_of(problem.dtype()), E = double(b.num_edges);
+  const double senders = double(b.num_senders), receivers = double(b.num_receivers);
+  double x = 0, y = 0, out = 0, w = 0, madds = 0;
+  for (int a : g.in1_blocks) x += problem.in1()[a].mul * problem.in1()[a].dim();
+  for (int c : g.in2_blocks) y += problem.in2()[c].mul * problem.in2()[c].dim();
+  for (int o : g.out_blocks) out += problem.out()[o].mul * problem.out()[o].dim();
+  const bool receiver = is_receiver_pass(ps.pass), dbl = is_double_pass(ps.pass);
+  for (int n : g.paths) {
+    const TpPath& path = problem.paths()[std::size_t(n)];
+    const double m2 = problem.in2()[path.in2].mul, nnz = double(path.cg.size());
+    const double d1 = problem.in1()[path.in1].dim(), d2 = problem.in2()[path.in2].dim();
+    const double d3 = problem.out()[path.out].dim();
+    if (path.has_weight) w += m2 * g.mul;
+    madds += m2 * g.mul * (receiver ? nnz + d3 : 2 * nnz + 2 * d1 + d2) * (dbl ? 2 : 1);
+  }
+  // Per edge, the weights' source: W, the fused form's hidden rows, or the spline's lengths.
+  const double hidden = problem.fused_hidden();
+  const double w_row = problem.spline_intervals() > 0 ? 1.0 : hidden > 0 ? hidden : w;
+  if (problem.spline_intervals() == 0 && hidden > 0)
+    madds += w * hidden * (receiver ? 1.0 : 2.0) * (dbl ? 2 : 1);
+  const double copies = dbl ? 2.0 : 1.0;  // x, Y, W and their tangents dx, dY, dW
+  double values = copies * (senders * x + E * (y + w_row));
+  if (receiver) {
+    values += receivers * out;  // out, or the double forward's grad_grad_out
+  } else {
+    values += receivers * out;  // grad_out
+    if (b.grad_x) values += senders * x;
+    if (b.grad_y) values += E * y;
+    if (b.grad_w || b.grad_h) values += E * w_row;
+  }
+  const double indices = 4.0 * (2.0 * E + (receiver ? receivers : senders) + 1.0);
+  return {e * values + indices, 2.0 * E * madds};
+}
+
 LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass pass,
                        const ConvBuffers& b, unsigned int* status) {
   const PassSchedule& ps = schedule.pass(pass);

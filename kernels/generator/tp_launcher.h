@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "clebsch/cuda/device/kernel_timing.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
 #include "clebsch/cuda/generator/tp_problem.h"
 #include "clebsch/cuda/generator/tp_schedule.h"
@@ -146,6 +147,18 @@ GroupOverlap group_overlap(const PassSchedule& ps, int streams);
 /// The plan of run(@p pass, @p b) with status word @p status. Assumes check_buffers() passed.
 LaunchPlan plan_launch(const TpProblem& problem, const Schedule& schedule, Pass pass,
                        const ConvBuffers& b, unsigned int* status);
+
+/// The floor of group @p group of @p pass on @p b (what kernel profiles report beside its time):
+/// bytes, the group's blocks of each operand the pass reads (x, Y, W or the fused form's hidden
+/// rows or edge lengths, grad_out, the double passes' dx, dY, dW) read once and of each result
+/// it writes written once, with the int32 edge arrays; flops, 2 per multiply-add of its
+/// instructions, per edge, channel and Y channel: nnz + d3 forward (C Y contracted with x, then
+/// the weight), 2 nnz + 2 d1 + d2 backward (grad_x's and grad_Y's contractions, their weight
+/// updates and grad_W), twice those in the double passes, and in the fused radial form the
+/// weights made from the hidden rows (hidden multiply-adds per weight; twice in a sender pass).
+/// Pure.
+KernelFloor conv_group_floor(const TpProblem& problem, const PassSchedule& ps, int group,
+                             const ConvBuffers& b);
 
 /// Owner of one problem's compiled kernels (see the file comment).
 class TpLauncher {
