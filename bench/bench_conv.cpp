@@ -63,7 +63,16 @@ struct Options {
   ScheduleOptions schedule;
   std::string variant = "default";  ///< label of the tuning variant in the output
   int threads = 0;
+  /// > 0: the fused radial form (TpProblem::with_fused_radial) with this many hidden values per
+  /// edge: the forward and backward make W = h W4 per edge tile and write dE/dh.
+  int fused_hidden = 0;
 };
+
+// The problem a configuration runs (in the fused radial form with --fused-hidden).
+TpProblem make_problem(const Options& o, const TensorProduct& tp, DType d, Accumulation a) {
+  const TpProblem p = TpProblem::from_tensor_product(tp, d, a);
+  return o.fused_hidden > 0 ? p.with_fused_radial(o.fused_hidden) : p;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -136,6 +145,14 @@ Options parse(int argc, char** argv) {
       o.schedule.prefetch_registers = std::stoi(value());
     } else if (a == "--sender-split-registers") {
       o.schedule.sender_split_registers = std::stoi(value());
+    } else if (a == "--fused-hidden") {
+      o.fused_hidden = std::stoi(value());
+    } else if (a == "--fused-w4-slice-bytes") {
+      o.schedule.fused_w4_slice_bytes = std::stoi(value());
+    } else if (a == "--fused-mma") {
+      o.schedule.fused_mma_float64 = std::stoi(value()) != 0;
+    } else if (a == "--fused-w4-slice-any-occupancy") {
+      o.schedule.fused_w4_slice_any_occupancy = std::stoi(value()) != 0;
     } else if (a == "--loop-cg-above") {
       o.schedule.loop_cg_above = std::stoi(value());
     } else if (a == "--warps") {
@@ -191,6 +208,8 @@ Options parse(int argc, char** argv) {
           "--reps N --warmup N --verify-rows N --edge-factor F --seed N --copy-bandwidth "
           "B/s --json "
           "FILE --cached-only --group-times --prefetch-registers N --sender-split-registers N "
+          "--fused-hidden H --fused-w4-slice-bytes N --fused-w4-slice-any-occupancy 0|1 "
+          "--fused-mma 0|1 "
           "--loop-cg-above N "
           "--matrix-cg 0|1 "
           "--matrix-cg-double 0|1 "
@@ -245,7 +264,7 @@ int precompile(const Options& o) {
       const Job& j = jobs[k];
       std::string line;
       try {
-        const TpProblem p = TpProblem::from_tensor_product(j.tp, j.dtype, j.acc);
+        const TpProblem p = make_problem(o, j.tp, j.dtype, j.acc);
         const Schedule s = schedule(p, DeviceLimits::h200(), o.schedule);
         CompileOptions co;
         co.arch = "sm_90";
@@ -405,8 +424,10 @@ double rel_error(const std::vector<double>& a, const std::vector<double>& b, boo
 
 // Each group kernel of the passes of o.ops timed alone on one stream (median of o.reps), with
 // its shape, registers and local memory (spills): where a pass's time goes, free of the overlap
-// of the receiver streams.
-json group_times(const Options& o, const TpLauncher& L, const ConvBuffers& b) {
+// of the receiver streams. bf: the buffers of the forward and backward (the fused radial form's,
+// else b).
+json group_times(const Options& o, const TpLauncher& L, const ConvBuffers& b,
+                 const ConvBuffers& bf) {
   std::vector<Pass> passes;
   for (const std::string& op : o.ops) {
     if (op == "fwd" || op == "fb") passes.push_back(Pass::kForward);
@@ -427,7 +448,8 @@ json group_times(const Options& o, const TpLauncher& L, const ConvBuffers& b) {
       int regs = 0, local = 0;
       CLEBSCH_CU_CHECK(FuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
       CLEBSCH_CU_CHECK(FuncGetAttribute(&local, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f));
-      const Timing t = time_op(o, [&] { L.run_group(nullptr, pass, b, int(g)); });
+      const ConvBuffers& pb = pass == Pass::kForward || pass == Pass::kBackward ? bf : b;
+      const Timing t = time_op(o, [&] { L.run_group(nullptr, pass, pb, int(g)); });
       rows.push_back({{"group", g},
                       {"l",
                        {p.in1()[std::size_t(path.in1)].l, p.in2()[std::size_t(path.in2)].l,
@@ -483,15 +505,39 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
     return v;
   };
   const std::vector<T> x = random(std::size_t(N) * d1), y = random(std::size_t(E) * d2),
-                       w = random(std::size_t(E) * nw), g = random(std::size_t(N) * dout),
-                       dx = random(x.size()), dy = random(y.size()), dw = random(w.size());
+                       g = random(std::size_t(N) * dout), dx = random(x.size()),
+                       dy = random(y.size()), dw = random(std::size_t(E) * nw);
+  // The fused radial form: hidden rows h and the last layer W4 (scaled so that W stays of order
+  // one); W = h W4 (summed in double) for the reference and the double passes, which read W.
+  const int H = o.fused_hidden;
+  const std::vector<T> h = random(std::size_t(E) * H), w4_raw = random(std::size_t(H) * nw);
+  std::vector<T> w4(w4_raw.size()), w4t(w4_raw.size());
+  for (int k = 0; k < H; ++k)
+    for (int c = 0; c < nw; ++c) {
+      const T v = static_cast<T>(w4_raw[std::size_t(k) * nw + c] / std::sqrt(double(H)));
+      w4[std::size_t(k) * nw + c] = w4t[std::size_t(c) * H + k] = v;
+    }
+  std::vector<T> w = H > 0 ? std::vector<T>(std::size_t(E) * nw) : random(std::size_t(E) * nw);
+  if (H > 0) {
+#pragma omp parallel for schedule(static)
+    for (int e = 0; e < E; ++e)
+      for (int c = 0; c < nw; ++c) {
+        double acc = 0;
+        for (int k = 0; k < H; ++k)
+          acc += double(h[std::size_t(e) * H + k]) * double(w4[std::size_t(k) * nw + c]);
+        w[std::size_t(e) * nw + c] = static_cast<T>(acc);
+      }
+  }
 
   Buffer d_x(x), d_y(y), d_w(w), d_g(g), d_dx(dx), d_dy(dy), d_dw(dw);
+  const std::vector<T> none(1);
+  Buffer d_h(H > 0 ? h : none), d_w4(H > 0 ? w4 : none), d_w4t(H > 0 ? w4t : none);
   Buffer d_s(sender), d_r(receiver), d_rptr(edges.receiver_ptr()), d_sptr(edges.sender_ptr()),
       d_sorder(edges.by_sender());
   const std::size_t el = sizeof(T);
   Buffer out(std::size_t(N) * dout * el), ggo(std::size_t(N) * dout * el),
-      gx(std::size_t(N) * d1 * el), gy(std::size_t(E) * d2 * el), gw(std::size_t(E) * nw * el);
+      gx(std::size_t(N) * d1 * el), gy(std::size_t(E) * d2 * el), gw(std::size_t(E) * nw * el),
+      grad_h(std::size_t(E) * std::max(H, 1) * el);
   ConvBuffers b;
   b.num_senders = b.num_receivers = N;
   b.num_edges = E;
@@ -505,6 +551,13 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   b.dx = d_dx.get(), b.dy = d_dy.get(), b.dw = d_dw.get();
   b.out = out.get(), b.grad_x = gx.get(), b.grad_y = gy.get(), b.grad_w = gw.get();
   b.grad_grad_out = ggo.get();
+  // The fused form's forward and backward read h and W4 and write dE/dh, never grad_W; the
+  // double passes (b) read W as before.
+  ConvBuffers bf = b;
+  if (H > 0) {
+    bf.h = d_h.get(), bf.w4 = d_w4.get(), bf.w4t = d_w4t.get(), bf.grad_h = grad_h.get();
+    bf.w = nullptr, bf.grad_w = nullptr;
+  }
 
   json r;
   r["problem"] = shape.name;
@@ -514,12 +567,17 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   r["nodes"] = N;
   r["edges"] = E;
   r["paths"] = tp.paths().size();
+  r["fused_hidden"] = H;
 
   // Engine construction: emit, compile or read the cache, load.
   CLEBSCH_CU_CHECK(CtxSynchronize());
   const std::size_t free_before = free_memory();
   const auto t0 = std::chrono::steady_clock::now();
-  const TpLauncher L = TpLauncher::create(tp, dtype, acc, {}, o.schedule);
+  const TpLauncher L =
+      H > 0
+          ? TpLauncher(make_problem(o, tp, dtype, acc),
+                       schedule(make_problem(o, tp, dtype, acc), query_device_limits(), o.schedule))
+          : TpLauncher::create(tp, dtype, acc, {}, o.schedule);
   r["setup_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r["from_cache"] = L.module().cubin().from_cache;
   r["problem_hash"] = L.problem().hash_hex();
@@ -539,7 +597,10 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
        o.schedule.matrix_lane_registers_float64_double_forward},
       {"matrix_lane_registers_float64_double_backward",
        o.schedule.matrix_lane_registers_float64_double_backward},
-      {"sender_streams", o.schedule.sender_streams}};
+      {"sender_streams", o.schedule.sender_streams},
+      {"fused_w4_slice_bytes", o.schedule.fused_w4_slice_bytes},
+      {"fused_w4_slice_any_occupancy", o.schedule.fused_w4_slice_any_occupancy},
+      {"fused_mma_float64", o.schedule.fused_mma_float64}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {
     int n = 0;
@@ -561,7 +622,7 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
 
   // ---- Verification: poisoned outputs, one run of each direction, sampled rows exact. ----
   auto poison_all = [&] {
-    for (const Buffer* d : {&out, &ggo, &gx, &gy, &gw}) d->poison();
+    for (const Buffer* d : {&out, &ggo, &gx, &gy, &gw, &grad_h}) d->poison();
   };
   std::vector<int> rows(N);
   for (int i = 0; i < N; ++i) rows[i] = i;
@@ -607,7 +668,7 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   };
   {
     poison_all();
-    L.run(nullptr, Pass::kForward, b);
+    L.run(nullptr, Pass::kForward, bf);
     std::vector<double> ref(rows.size() * dout);
     convolution_forward<double>(tp, rsub, xh.data(), gather(yh, re, d2).data(),
                                 gather(wh, re, nw).data(), ref.data());
@@ -615,14 +676,24 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   }
   {
     poison_all();
-    L.run(nullptr, Pass::kBackward, b);
+    L.run(nullptr, Pass::kBackward, bf);
     std::vector<double> rgx(rows.size() * d1), rgy(se.size() * d2), rgw(se.size() * nw);
     convolution_backward<double>(tp, ssub, gather(x, rows, d1).data(), gather(yh, se, d2).data(),
                                  gather(wh, se, nw).data(), gh.data(), rgx.data(), rgy.data(),
                                  rgw.data());
     check("backward.grad_x", gx.rows<T>(rows, d1), rgx);
     check("backward.grad_Y", gy.rows<T>(se, d2), rgy);
-    check("backward.grad_W", gw.rows<T>(se, nw), rgw);
+    if (H > 0) {
+      // dE/dh = dE/dW W4^T.
+      std::vector<double> rgh(se.size() * H, 0.0);
+      for (std::size_t q = 0; q < se.size(); ++q)
+        for (int c = 0; c < nw; ++c)
+          for (int k = 0; k < H; ++k)
+            rgh[q * H + k] += rgw[q * nw + c] * double(w4[std::size_t(k) * nw + c]);
+      check("backward.grad_h", grad_h.rows<T>(se, H), rgh);
+    } else {
+      check("backward.grad_W", gw.rows<T>(se, nw), rgw);
+    }
   }
   {
     poison_all();
@@ -654,11 +725,16 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   // Byte floors: every input read once, every output written once, int32 indices.
   const double xb = double(N) * d1 * el, yb = double(E) * d2 * el, wb = double(E) * nw * el,
                ob = double(N) * dout * el, ib = 2.0 * E * 4;
-  const double fwd_bytes = xb + yb + wb + ob + ib;
-  const double bwd_bytes = xb + yb + wb + ob /*grad_out*/ + ib + xb + yb + wb /*grads*/;
+  // The fused radial form reads h (and W4 once) instead of W, writes dE/dh instead of dE/dW,
+  // and makes W itself: 2 E H nw FLOPs per making (the backward makes it again and contracts
+  // dE/dW with W4^T).
+  const double hb = double(E) * H * el + double(H) * nw * el, gemm = 2.0 * E * H * nw;
+  const double fw = H > 0 ? hb : wb;
+  const double fwd_bytes = xb + yb + fw + ob + ib;
+  const double bwd_bytes = xb + yb + fw + ob /*grad_out*/ + ib + xb + yb + fw /*grads*/;
   const double db_bytes = 2 * (xb + yb + wb) + ob + ib + ob + xb + yb + wb;
   json times;
-  auto record = [&](const std::string& op, double bytes, auto&& f) {
+  auto record = [&](const std::string& op, double bytes, double flops, auto&& f) {
     const Timing t = time_op(o, f);
     const double floor_ms = bytes / bandwidth * 1e3;
     times[op] = {{"median_ms", t.median},
@@ -668,21 +744,25 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
                  {"floor_ms", floor_ms},
                  {"floor_bytes", bytes},
                  {"time_over_floor", t.median / floor_ms}};
+    if (flops > 0) {
+      times[op]["weight_gemm_flops"] = flops;
+      times[op]["weight_gemm_tflop_s"] = flops / (t.median * 1e-3) / 1e12;
+    }
   };
   for (const std::string& op : o.ops) {
     if (op == "fwd")
-      record("fwd", fwd_bytes, [&] { L.run(nullptr, Pass::kForward, b); });
+      record("fwd", fwd_bytes, H > 0 ? gemm : 0.0, [&] { L.run(nullptr, Pass::kForward, bf); });
     else if (op == "fb")
-      record("fb", fwd_bytes + bwd_bytes, [&] {
-        L.run(nullptr, Pass::kForward, b);
-        L.run(nullptr, Pass::kBackward, b);
+      record("fb", fwd_bytes + bwd_bytes, H > 0 ? 3 * gemm : 0.0, [&] {
+        L.run(nullptr, Pass::kForward, bf);
+        L.run(nullptr, Pass::kBackward, bf);
       });
     else if (op == "db")
-      record("db", db_bytes, [&] { L.run_double_backward(nullptr, b); });
+      record("db", db_bytes, 0.0, [&] { L.run_double_backward(nullptr, b); });
   }
   CLEBSCH_CU_CHECK(CtxSynchronize());
   r["times"] = times;
-  if (o.group_times) r["group_times"] = group_times(o, L, b);
+  if (o.group_times) r["group_times"] = group_times(o, L, b, bf);
   const std::size_t free_after = free_memory();
   r["extra_device_bytes"] = double(free_before) - double(free_after);
   r["status_after_timing"] = L.take_status(nullptr);
@@ -726,8 +806,7 @@ int main(int argc, char** argv) {
           json r;
           if (o.cached_only) {
             // The module a TpLauncher would build here (same problem, schedule and options).
-            const TpProblem problem =
-                TpProblem::from_tensor_product(shape_tensor_product(shape), d, a);
+            const TpProblem problem = make_problem(o, shape_tensor_product(shape), d, a);
             CompileOptions co;
             co.arch = query_device_limits().arch();
             const std::string src =

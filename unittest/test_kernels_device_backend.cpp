@@ -284,14 +284,32 @@ TEST_P(Backend, FusedRadialConvMatchesTheHostConvolution) {
     if (s.name == "MaceLike") tp = s.tp;
   const int nw = tp.weight_numel();
   // 40: hidden rows read 4 values at a time; 18: one at a time, and a lane without a second k.
-  for (auto [acc, edges_n, H] :
-       {std::tuple{Accumulation::kDeterministic, 40, 40},
-        std::tuple{Accumulation::kDeterministic, 300, 40},
-        std::tuple{Accumulation::kAtomic, 40, 18}, std::tuple{Accumulation::kAtomic, 300, 40}}) {
+  // slice: the block's warps share W4's columns in shared memory (the default), else each
+  // sub-tile reads them from memory. 9 nodes: the last block has warps without a row, which
+  // still take part in the slice's barriers.
+  // mma: the weights and dE/dh on the tensor cores (float64, hidden a multiple of 8), else SIMT.
+  for (auto [acc, edges_n, H, slice, mma] :
+       {std::tuple{Accumulation::kDeterministic, 40, 40, true, true},
+        std::tuple{Accumulation::kDeterministic, 300, 40, true, true},
+        std::tuple{Accumulation::kDeterministic, 300, 40, false, true},
+        std::tuple{Accumulation::kDeterministic, 300, 40, true, false},
+        std::tuple{Accumulation::kAtomic, 40, 18, true, false},
+        std::tuple{Accumulation::kAtomic, 300, 40, true, true},
+        std::tuple{Accumulation::kAtomic, 300, 40, false, false},
+        std::tuple{Accumulation::kAtomic, 300, 18, false, false}}) {
     SCOPED_TRACE(to_string(acc) + ", " + std::to_string(edges_n) + " edges, " + std::to_string(H) +
-                 " hidden");
-    ConvRunner conv(*backend_, tp, DType::kFloat64, acc, ScheduleOptions{}, H);
+                 " hidden" + (slice ? ", W4 slice" : ", W4 from memory") +
+                 (mma ? ", tensor cores" : ", SIMT"));
+    ScheduleOptions options;
+    if (!slice) options.fused_w4_slice_bytes = 0;
+    options.fused_w4_slice_any_occupancy = slice;
+    options.fused_mma_float64 = mma;
+    ConvRunner conv(*backend_, tp, DType::kFloat64, acc, options, H);
     ASSERT_GT(conv.schedule().pass(Pass::kForward).smem.sub_tile, 0);
+    for (Pass p : {Pass::kForward, Pass::kBackward}) {
+      ASSERT_EQ(conv.schedule().pass(p).smem.w4_slice_bytes > 0, slice) << to_string(p);
+      ASSERT_EQ(conv.schedule().pass(p).smem.radial_mma, mma) << to_string(p);
+    }
     const test::Graph g = test::random_graph(9, edges_n, true, 3);
     const EdgeIndex edges(g.num_nodes, g.num_nodes, g.sender, g.receiver);
     const std::size_t n = g.num_nodes, e = g.sender.size();

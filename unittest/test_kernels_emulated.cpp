@@ -124,21 +124,26 @@ extern "C" void clebsch_emulate_launch(void* kernel, unsigned gx, unsigned gy, u
   const ConvArgs a = *static_cast<const ConvArgs*>(args);
   auto fn = reinterpret_cast<void (*)(ConvArgs)>(kernel);
   std::vector<unsigned char> shared(smem + 16);
+  blockDim = {threads, 1, 1};
   for (unsigned by = 0; by < gy; ++by)
-    for (unsigned bx = 0; bx < gx; ++bx)
-      for (unsigned w = 0; w < threads / 32; ++w) {
-        ClebschWarp warp;
-        std::vector<std::thread> lanes;
-        for (unsigned l = 0; l < 32; ++l)
-          lanes.emplace_back([&, l] {
-            threadIdx = {w * 32 + l, 0, 0};
-            blockIdx = {bx, by, 0};
-            clebsch_smem = shared.data();
-            clebsch_warp = &warp;
-            fn(a);
-          });
-        for (auto& t : lanes) t.join();
-      }
+    for (unsigned bx = 0; bx < gx; ++bx) {
+      // A block's threads at once (its W4 slice is staged behind __syncthreads).
+      std::unique_ptr<ClebschWarp[]> warp(new ClebschWarp[threads / 32]);
+      std::barrier<> block(threads);
+      std::vector<std::thread> lanes;
+      for (unsigned i = 0; i < threads; ++i)
+        lanes.emplace_back([&, i] {
+          threadIdx = {i, 0, 0};
+          blockIdx = {bx, by, 0};
+          blockDim = {threads, 1, 1};
+          clebsch_smem = shared.data();
+          clebsch_warp = &warp[i / 32];
+          clebsch_block_barrier = &block;
+          fn(a);
+          block.arrive_and_drop();
+        });
+      for (auto& t : lanes) t.join();
+    }
 }
 )";
   Schedule schedule_;

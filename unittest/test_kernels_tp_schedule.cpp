@@ -484,6 +484,88 @@ TEST(Schedule, SenderPassesSplitBlocksOfManyInstructions) {
   EXPECT_EQ(s.pass(Pass::kDoubleBackward).groups.size(), 8u);
 }
 
+// Resident blocks per multiprocessor of the H200 (228 KB of shared memory, 1 KB reserved per
+// block, 2048 threads, 32 blocks).
+TEST(Schedule, BlocksPerMultiprocessor) {
+  const DeviceLimits h200 = DeviceLimits::h200();
+  EXPECT_EQ(blocks_per_sm(h200, 51 * 1024, 128), 4);
+  EXPECT_EQ(blocks_per_sm(h200, 116 * 1024, 128), 1);
+  EXPECT_EQ(blocks_per_sm(h200, 113 * 1024, 128), 2);
+  EXPECT_EQ(blocks_per_sm(h200, 0, 128), 16);  // by threads
+  EXPECT_EQ(blocks_per_sm(h200, 0, 32), 32);   // by blocks
+  EXPECT_EQ(blocks_per_sm(h200, 6 * 1024, 32), 32);
+  EXPECT_EQ(blocks_per_sm(h200, 7 * 1024, 32), 28);
+}
+
+// The fused radial form's W4 slice: the forward and backward passes of a problem with hidden
+// rows stage hidden x (the widest group's weights x 32 + 1) values per block, ahead of the warps'
+// regions, when that fits ScheduleOptions::fused_w4_slice_bytes and the device and leaves as
+// many blocks resident per multiprocessor; the double passes (which read W) and the spline form
+// (whose table is not a W4) never do.
+TEST(Schedule, FusedPassesStageTheirW4SliceWhereItCostsNoResidentBlock) {
+  const TensorProduct tp = shape_tensor_product(benchmark_shape("mace-medium"));
+  const DeviceLimits h200 = DeviceLimits::h200();
+  for (DType d : {DType::kFloat32, DType::kFloat64}) {
+    const TpProblem p =
+        TpProblem::from_tensor_product(tp, d, Accumulation::kDeterministic).with_fused_radial(64);
+    const ScheduleOptions opt;
+    const Schedule s = schedule(p, h200, opt);
+    for (const PassSchedule& ps : s.passes) {
+      const SharedMemoryPlan& sm = ps.smem;
+      const int warps_bytes = sm.bytes_per_warp * ps.launch.warps_per_block;
+      const int threads = ps.launch.threads_per_block;
+      EXPECT_EQ(ps.launch.shared_bytes, sm.w4_slice_bytes + warps_bytes) << to_string(ps.pass);
+      if (!fused_pass(p, ps.pass)) {
+        EXPECT_EQ(sm.w4_slice_bytes, 0) << to_string(ps.pass);
+        continue;
+      }
+      const int full = (64 * (sm.ws_stride + 1) * size_of(d) + 15) / 16 * 16;
+      const bool fits = full <= opt.fused_w4_slice_bytes &&
+                        full + warps_bytes <= h200.max_shared_per_block &&
+                        blocks_per_sm(h200, full + warps_bytes, threads) >=
+                            blocks_per_sm(h200, warps_bytes, threads);
+      EXPECT_EQ(sm.w4_slice_bytes, fits ? full : 0) << to_string(ps.pass) << " " << to_string(d);
+    }
+    // As measured in run 27: float32's forward keeps its four blocks (no slice); float64's
+    // backward has one block either way (a slice of 64 x 129 values).
+    if (d == DType::kFloat32) EXPECT_EQ(s.pass(Pass::kForward).smem.w4_slice_bytes, 0);
+    if (d == DType::kFloat64) EXPECT_EQ(s.pass(Pass::kBackward).smem.w4_slice_bytes, 64 * 129 * 8);
+    // Forced (fused_w4_slice_any_occupancy), a fused pass stages its slice wherever it fits
+    // the budget and the block: the float32 forward too.
+    ScheduleOptions forced = opt;
+    forced.fused_w4_slice_any_occupancy = true;
+    for (const PassSchedule& ps : schedule(p, h200, forced).passes) {
+      const int full = (64 * (ps.smem.ws_stride + 1) * size_of(d) + 15) / 16 * 16;
+      const bool fits =
+          fused_pass(p, ps.pass) && full <= opt.fused_w4_slice_bytes &&
+          full + ps.smem.bytes_per_warp * ps.launch.warps_per_block <= h200.max_shared_per_block;
+      EXPECT_EQ(ps.smem.w4_slice_bytes, fits ? full : 0) << to_string(ps.pass);
+    }
+    if (d == DType::kFloat32)
+      EXPECT_GT(schedule(p, h200, forced).pass(Pass::kForward).smem.w4_slice_bytes, 0);
+    // A budget below the backward's slice, or none: every pass reads W4 from memory.
+    for (int budget : {s.pass(Pass::kBackward).smem.w4_slice_bytes - 16, 0}) {
+      ScheduleOptions small = opt;
+      small.fused_w4_slice_bytes = budget;
+      for (const PassSchedule& ps : schedule(p, h200, small).passes)
+        EXPECT_EQ(ps.smem.w4_slice_bytes, 0) << to_string(ps.pass) << " budget " << budget;
+    }
+    // float64's fused passes make their weights on the tensor cores (fused_mma_float64).
+    ScheduleOptions simt = opt;
+    simt.fused_mma_float64 = false;
+    for (const PassSchedule& ps : s.passes)
+      EXPECT_EQ(ps.smem.radial_mma, d == DType::kFloat64 && fused_pass(p, ps.pass))
+          << to_string(ps.pass);
+    for (const PassSchedule& ps : schedule(p, h200, simt).passes)
+      EXPECT_FALSE(ps.smem.radial_mma) << to_string(ps.pass);
+    // The spline form stages nothing.
+    const TpProblem spline = TpProblem::from_tensor_product(tp, d, Accumulation::kDeterministic)
+                                 .with_fused_spline(100, 0.0, 5.0);
+    for (const PassSchedule& ps : schedule(spline, h200, opt).passes)
+      EXPECT_EQ(ps.smem.w4_slice_bytes, 0) << to_string(ps.pass);
+  }
+}
+
 TEST(Schedule, IsAPureFunction) {
   const TpProblem p = TpProblem::from_tensor_product(test_shapes()[1].tp, DType::kFloat64,
                                                      Accumulation::kDeterministic);

@@ -48,9 +48,10 @@ struct CudaEngineOptions {
   /// weights tensor is stored; false: the MLP writes the weights (A/B benchmarks:
   /// bench_mace_model --engine cuda-fused versus cuda-unfused). Models whose MLP ends in an
   /// activation or bias, or whose product needs the looped CG form, run unfused either way. Off
-  /// by default: exact on the H200 but 2.2x (fp32) and 3.7x (fp64) slower than stored weights
-  /// for a MACE-MP-0-medium-sized model, for 3x less memory (bench/NOTES.md run 21), until the
-  /// weight tile runs on the tensor cores.
+  /// by default: exact on the H200 but 1.9x (fp32) and 2.7x (fp64) slower than stored weights
+  /// for a MACE-MP-0-medium-sized model at 10k atoms, for 3x less memory (bench/NOTES.md runs
+  /// 21, 27: the per-warp weight tiles leave one to four blocks per multiprocessor; the float64
+  /// tiles on the tensor cores and the shared W4 slice gained 1.0-1.3x per pass).
   bool fused_radial = false;
   /// MACE with radial spline N: the convolution interpolates the layer's table itself per edge
   /// tile (TpProblem::with_fused_spline) and its backward writes dE/dr, so that no edges x

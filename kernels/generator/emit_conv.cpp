@@ -121,6 +121,10 @@ std::string ModuleEmitter::run() {
   return w.str();
 }
 
+bool ModuleEmitter::stages_w4_slice(const PassSchedule& ps, int gi) const {
+  return ps.smem.w4_slice_bytes > 0 && group_weights(p_, ps.groups[std::size_t(gi)]) > 0;
+}
+
 std::string ModuleEmitter::cfg_name(Pass pass) const {
   switch (pass) {
     case Pass::kForward:
@@ -152,6 +156,9 @@ void ModuleEmitter::emit_config(Writer& w, const PassSchedule& ps) {
   w("  static constexpr int kSub = " + str(std::max(1, sm.sub_tile)) +
     ", kWsStride = " + str(sm.ws_stride) + ";");
   w(std::string("  static constexpr bool kFused = ") + (sm.sub_tile > 0 ? "true" : "false") + ";");
+  w("  static constexpr int kW4SliceBytes = " + str(sm.w4_slice_bytes) + ";");
+  w(std::string("  static constexpr bool kRadialMma = ") + (sm.radial_mma ? "true" : "false") +
+    ";");
   w("};");
 }
 
@@ -190,6 +197,12 @@ void ModuleEmitter::emit_receiver_kernel(Writer& w, const PassSchedule& ps, int 
   w("");
   w.open("extern \"C\" __global__ void __launch_bounds__(" + str(ps.launch.threads_per_block) +
          ") " + kernel_name(ps.pass, gi) + "(ConvArgs a) {");
+  if (stages_w4_slice(ps, gi)) {
+    w("// The chunk's W4 columns, once for the block's warps (before any of them leaves).");
+    w("stage_w4_slice<" + cfg + ", " + group_name(ps.pass, gi) +
+      ">(a, reinterpret_cast<real*>(clebsch_smem), blockIdx.y);");
+    w("__syncthreads();");
+  }
   if (gi == 0 && !zero_blocks.empty() && p_.accumulation() == Accumulation::kDeterministic) {
     w.open("if (blockIdx.y == 0) {");
     w("const long long row = (long long)blockIdx.x * kWarps + (threadIdx.x >> 5);");
@@ -223,9 +236,22 @@ void ModuleEmitter::emit_sender_kernel(Writer& w, const PassSchedule& ps, int gi
          ") " + kernel_name(ps.pass, gi) + "(ConvArgs a) {");
   w("const Tile t = warp_tile<" + cfg + ">(clebsch_smem, threadIdx.x >> 5);");
   w("SenderWork work = sender_work<" + cfg + ">(a);");
-  w("if (!work.valid) return;");
-  w("for (int c = 0; c < " + str(ps.groups[gi].chunks) + "; ++c) sender_unit<" + cfg + ", " +
-    group_name(ps.pass, gi) + ">(a, t, work, c);");
+  if (stages_w4_slice(ps, gi)) {
+    // Each chunk's W4 columns in turn, shared by the block's warps: every warp takes part in
+    // the barriers, those without work too.
+    w.open("for (int c = 0; c < " + str(ps.groups[gi].chunks) + "; ++c) {");
+    w("if (c > 0) __syncthreads();  // every warp is done with the previous chunk's slice");
+    w("stage_w4_slice<" + cfg + ", " + group_name(ps.pass, gi) +
+      ">(a, reinterpret_cast<real*>(clebsch_smem), c);");
+    w("__syncthreads();");
+    w("if (work.valid) sender_unit<" + cfg + ", " + group_name(ps.pass, gi) + ">(a, t, work, c);");
+    w.close();
+    w("if (!work.valid) return;");
+  } else {
+    w("if (!work.valid) return;");
+    w("for (int c = 0; c < " + str(ps.groups[gi].chunks) + "; ++c) sender_unit<" + cfg + ", " +
+      group_name(ps.pass, gi) + ">(a, t, work, c);");
+  }
   bool any_x = false, any_y = false;
   for (std::size_t blk = 0; blk < p_.in1().size(); ++blk)
     any_x |= !in1_touched[blk] && p_.in1()[blk].mul > 0;

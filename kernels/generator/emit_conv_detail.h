@@ -85,6 +85,8 @@ class ModuleEmitter {
  private:
   // ---- module assembly and kernel entry points (emit_conv.cpp) ------------------------------
   std::string cfg_name(Pass pass) const;
+  /// Whether group @p gi of @p ps stages the block's W4 slice (SharedMemoryPlan::w4_slice_bytes).
+  bool stages_w4_slice(const PassSchedule& ps, int gi) const;
   std::string group_name(Pass pass, int g) const {
     return cfg_name(pass).substr(3) + "Group" + str(g);
   }

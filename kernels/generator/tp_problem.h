@@ -24,7 +24,7 @@
 namespace clebsch::cuda {
 
 /// Version of the generator; changes whenever the emitted source changes for the same problem.
-inline constexpr int kGeneratorVersion = 3;
+inline constexpr int kGeneratorVersion = 4;
 /// Largest l of any operand the generated kernels accept.
 inline constexpr int kMaxKernelL = 8;
 /// Largest multiplicity of an edge-attribute (second operand) block: its channels are unrolled.

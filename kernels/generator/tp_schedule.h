@@ -143,6 +143,14 @@ struct SharedMemoryPlan {
   /// The fused spline form's sender passes keep the weights' slopes in dws (two sub-tiles,
   /// alternating: the prefetch of the next sub-tile's weights precedes this one's contraction).
   int sub_tile = 0, ws_stride = 0, hs_offset = -1, ws_offset = -1, gws_offset = -1, dws_offset = -1;
+  /// The fused radial form's W4 slice (ScheduleOptions::fused_w4_slice_bytes), shared by the
+  /// block's warps at the start of its shared memory, before the warps' regions; 0: none.
+  /// [hidden][weights per lane x 32 + 1] (the odd row length keeps the backward's reads across
+  /// the hidden index free of bank conflicts).
+  int w4_slice_bytes = 0;
+  /// The fused radial form's weights and dE/dh on the float64 tensor cores
+  /// (ScheduleOptions::fused_mma_float64).
+  bool radial_mma = false;
   int bytes_per_warp;
 };
 
@@ -327,8 +335,22 @@ struct ScheduleOptions {
   /// their hidden rows. Each W4 value a lane loads serves this many edges (multiply-adds per
   /// load), at sub_tile x (weights per lane) values of shared memory per warp.
   int fused_sub_tile = 8;
+  /// The fused radial form: a block stages the W4 columns of its group and chunk (hidden x
+  /// weights per lane x 32 values) in shared memory once, for all its warps, when they take at
+  /// most this many bytes (0: never) and leave as many blocks resident per multiprocessor as
+  /// without them; otherwise every sub-tile reads them from L1/L2 (bench/NOTES.md run 27).
+  int fused_w4_slice_bytes = 96 * 1024;
+  /// Stage the slice even where it costs resident blocks (tests and A/B benchmarks).
+  bool fused_w4_slice_any_occupancy = false;
+  /// The fused radial form in float64 on sm_80 and later: a sub-tile's weights W = h W4 and its
+  /// dE/dh = dE/dW W4^T as m8n8k4 DMMAs, the sub-tile's 8 edges as their rows (needs
+  /// fused_sub_tile 8 and a hidden width that is a multiple of 8), instead of SIMT multiply-adds.
+  bool fused_mma_float64 = true;
 };
 
+/// Blocks of @p threads_per_block threads and @p shared_bytes of dynamic shared memory that one
+/// multiprocessor of @p limits holds at once.
+int blocks_per_sm(const DeviceLimits& limits, int shared_bytes, int threads_per_block);
 /// Whether @p pass of @p problem runs in the fused radial form: the forward and backward passes
 /// of a problem in a fused form, TpProblem::radial_row_width() > 0 (the double passes read W).
 bool fused_pass(const TpProblem& problem, Pass pass);
