@@ -149,6 +149,8 @@ Options parse(int argc, char** argv) {
       o.fused_hidden = std::stoi(value());
     } else if (a == "--fused-w4-slice-bytes") {
       o.schedule.fused_w4_slice_bytes = std::stoi(value());
+    } else if (a == "--fused-sub-tile") {
+      o.schedule.fused_sub_tile = std::stoi(value());
     } else if (a == "--fused-mma") {
       o.schedule.fused_mma_float64 = std::stoi(value()) != 0;
     } else if (a == "--fused-w4-slice-any-occupancy") {
@@ -209,7 +211,7 @@ Options parse(int argc, char** argv) {
           "B/s --json "
           "FILE --cached-only --group-times --prefetch-registers N --sender-split-registers N "
           "--fused-hidden H --fused-w4-slice-bytes N --fused-w4-slice-any-occupancy 0|1 "
-          "--fused-mma 0|1 "
+          "--fused-mma 0|1 --fused-sub-tile N "
           "--loop-cg-above N "
           "--matrix-cg 0|1 "
           "--matrix-cg-double 0|1 "
@@ -600,7 +602,8 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
       {"sender_streams", o.schedule.sender_streams},
       {"fused_w4_slice_bytes", o.schedule.fused_w4_slice_bytes},
       {"fused_w4_slice_any_occupancy", o.schedule.fused_w4_slice_any_occupancy},
-      {"fused_mma_float64", o.schedule.fused_mma_float64}};
+      {"fused_mma_float64", o.schedule.fused_mma_float64},
+      {"fused_sub_tile", o.schedule.fused_sub_tile}};
   json prefetching;
   for (const PassSchedule& ps : L.schedule().passes) {
     int n = 0;
