@@ -575,11 +575,9 @@ json run_config(const Options& o, const ConvShape& shape, DType dtype, Accumulat
   CLEBSCH_CU_CHECK(CtxSynchronize());
   const std::size_t free_before = free_memory();
   const auto t0 = std::chrono::steady_clock::now();
-  const TpLauncher L =
-      H > 0
-          ? TpLauncher(make_problem(o, tp, dtype, acc),
-                       schedule(make_problem(o, tp, dtype, acc), query_device_limits(), o.schedule))
-          : TpLauncher::create(tp, dtype, acc, {}, o.schedule);
+  const TpProblem fused = make_problem(o, tp, dtype, acc);
+  const TpLauncher L = H > 0 ? TpLauncher(fused, schedule(fused, query_device_limits(), o.schedule))
+                             : TpLauncher::create(tp, dtype, acc, {}, o.schedule);
   r["setup_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r["from_cache"] = L.module().cubin().from_cache;
   r["problem_hash"] = L.problem().hash_hex();

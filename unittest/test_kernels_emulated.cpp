@@ -124,7 +124,6 @@ extern "C" void clebsch_emulate_launch(void* kernel, unsigned gx, unsigned gy, u
   const ConvArgs a = *static_cast<const ConvArgs*>(args);
   auto fn = reinterpret_cast<void (*)(ConvArgs)>(kernel);
   std::vector<unsigned char> shared(smem + 16);
-  blockDim = {threads, 1, 1};
   for (unsigned by = 0; by < gy; ++by)
     for (unsigned bx = 0; bx < gx; ++bx) {
       // A block's threads at once (its W4 slice is staged behind __syncthreads).

@@ -156,7 +156,8 @@ void ModuleEmitter::emit_config(Writer& w, const PassSchedule& ps) {
   w("  static constexpr int kSub = " + str(std::max(1, sm.sub_tile)) +
     ", kWsStride = " + str(sm.ws_stride) + ";");
   w(std::string("  static constexpr bool kFused = ") + (sm.sub_tile > 0 ? "true" : "false") + ";");
-  w("  static constexpr int kW4SliceBytes = " + str(sm.w4_slice_bytes) + ";");
+  w("  static constexpr int kW4SliceBytes = " + str(sm.w4_slice_bytes) +
+    ", kW4SliceStride = " + str(w4_slice_stride(sm)) + ";");
   w(std::string("  static constexpr bool kRadialMma = ") + (sm.radial_mma ? "true" : "false") +
     ";");
   w("};");

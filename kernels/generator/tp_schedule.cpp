@@ -514,7 +514,7 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
       // Only where it costs no resident block: run 27 measured the float32 forward of
       // mace-medium 2.6x slower with a slice that left one block per multiprocessor instead of
       // four, and the float64 backward 1.25x faster with one that left it one block as before.
-      const int slice = round_up(problem.fused_hidden() * (sm.ws_stride + 1) * elem, 16);
+      const int slice = round_up(problem.fused_hidden() * w4_slice_stride(sm) * elem, 16);
       const int warps_bytes = sm.bytes_per_warp * options.warps_per_block;
       const int threads = options.warps_per_block * kWarpSize;
       if (slice <= options.fused_w4_slice_bytes &&

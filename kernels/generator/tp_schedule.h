@@ -348,6 +348,9 @@ struct ScheduleOptions {
   bool fused_mma_float64 = true;
 };
 
+/// Row length (values) of the fused radial form's W4 slice (SharedMemoryPlan::w4_slice_bytes):
+/// the widest group's weights per lane x 32, plus one.
+inline int w4_slice_stride(const SharedMemoryPlan& sm) { return sm.ws_stride + 1; }
 /// Blocks of @p threads_per_block threads and @p shared_bytes of dynamic shared memory that one
 /// multiprocessor of @p limits holds at once.
 int blocks_per_sm(const DeviceLimits& limits, int shared_bytes, int threads_per_block);

@@ -289,16 +289,16 @@ __device__ void make_spline_weights(const ConvArgs& a, const Tile& t, int q0, in
 }
 
 // The block's W4 slice (Cfg::kW4SliceBytes): the columns of group G's weights for the
-// channels of chunk, [k][j * 32 + l] with rows of kWsStride + 1 values, zero for channels past
+// channels of chunk, [k][j * 32 + l] with rows of kW4SliceStride values, zero for channels past
 // kMul. Every thread of the block loads a share; the caller brackets it with __syncthreads,
 // before any warp of the block leaves.
 template <class Cfg, class G>
 __device__ void stage_w4_slice(const ConvArgs& a, real* w4s, int chunk) {
-  constexpr int kCols = G::kJ * 32, kStride = Cfg::kWsStride + 1;
+  constexpr int kCols = G::kJ * 32;
   const real* w4 = (const real*)a.w4;
   for (int idx = threadIdx.x; idx < kHidden * kCols; idx += blockDim.x) {
     const int k = idx / kCols, c = idx - k * kCols, j = c >> 5, u = chunk * 32 + (c & 31);
-    w4s[k * kStride + c] =
+    w4s[k * Cfg::kW4SliceStride + c] =
         u < G::kMul ? ldg(w4 + (long long)k * kNumWeights + G::wcol(j) + (long long)u * G::wmul(j))
                     : real(0);
   }
@@ -326,7 +326,7 @@ struct W4Columns {
   }
   CLEBSCH_INLINE real at(const Tile& t, int k, int m) const {
     if constexpr (Cfg::kW4SliceBytes > 0)
-      return t.w4s[k * (Cfg::kWsStride + 1) + c[m]];
+      return t.w4s[k * Cfg::kW4SliceStride + c[m]];
     else
       return p[m] ? ldg(p[m] + (long long)k * kNumWeights) : real(0);
   }
@@ -390,7 +390,7 @@ __device__ void contract_gh_mma(const ConvArgs& a, const Tile& t, int q0, int n,
 #pragma unroll
       for (int tt = 0; tt < kHidden / 8; ++tt) {
         if constexpr (Cfg::kW4SliceBytes > 0)
-          b[tt] = t.w4s[(8 * tt + r) * (Cfg::kWsStride + 1) + c];
+          b[tt] = t.w4s[(8 * tt + r) * Cfg::kW4SliceStride + c];
         else
           b[tt] = col ? ldg(col + 8 * tt) : R(0);
       }
@@ -447,7 +447,7 @@ __device__ void make_weights(const ConvArgs& a, const Tile& t, int q0, int n, in
       real wk[kVec];
 #pragma unroll
       for (int i = 0; i < kVec; ++i)
-        wk[i] = Cfg::kW4SliceBytes > 0 ? scol[(k0 + i) * (Cfg::kWsStride + 1)]
+        wk[i] = Cfg::kW4SliceBytes > 0 ? scol[(k0 + i) * Cfg::kW4SliceStride]
                                        : ldg(col + (long long)(k0 + i) * kNumWeights);
 #pragma unroll
       for (int q = 0; q < Cfg::kSub; ++q) {
@@ -535,7 +535,7 @@ __device__ void contract_gh(const ConvArgs& a, const Tile& t, int q0, int n, int
         for (int kk = 0; kk < kK; ++kk) {
           const int k = lane + 32 * kk;
           wt[i][kk] = k >= kHidden             ? real(0)
-                      : Cfg::kW4SliceBytes > 0 ? scol[k * (Cfg::kWsStride + 1)]
+                      : Cfg::kW4SliceBytes > 0 ? scol[k * Cfg::kW4SliceStride]
                                                : ldg(row + k);
         }
       }
@@ -766,7 +766,7 @@ struct CfgForward {
   static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
-  static constexpr int kW4SliceBytes = 0;
+  static constexpr int kW4SliceBytes = 0, kW4SliceStride = 1;
   static constexpr bool kRadialMma = false;
 };
 
@@ -891,7 +891,7 @@ struct CfgBackward {
   static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
-  static constexpr int kW4SliceBytes = 0;
+  static constexpr int kW4SliceBytes = 0, kW4SliceStride = 1;
   static constexpr bool kRadialMma = false;
 };
 
@@ -1093,7 +1093,7 @@ struct CfgDoubleForward {
   static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
-  static constexpr int kW4SliceBytes = 0;
+  static constexpr int kW4SliceBytes = 0, kW4SliceStride = 1;
   static constexpr bool kRadialMma = false;
 };
 
@@ -1321,7 +1321,7 @@ struct CfgDoubleBackward {
   static constexpr int kHsOffset = -1, kWsOffset = -1, kGwsOffset = -1, kDwsOffset = -1;
   static constexpr int kSub = 1, kWsStride = 0;
   static constexpr bool kFused = false;
-  static constexpr int kW4SliceBytes = 0;
+  static constexpr int kW4SliceBytes = 0, kW4SliceStride = 1;
   static constexpr bool kRadialMma = false;
 };
 
