@@ -507,10 +507,11 @@ Schedule schedule(const TpProblem& problem, const DeviceLimits& limits,
       }
     }
     sm.bytes_per_warp = at;
-    sm.radial_mma = fused_pass(problem, pass) && problem.spline_intervals() == 0 &&
-                    options.fused_mma_float64 && problem.dtype() == DType::kFloat64 &&
-                    limits.sm_major >= 8 && sm.sub_tile == 8 && problem.fused_hidden() % 8 == 0;
-    if (fused_pass(problem, pass) && problem.spline_intervals() == 0) {
+    const bool hidden_form = fused_pass(problem, pass) && problem.spline_intervals() == 0;
+    sm.radial_mma = hidden_form && options.fused_mma_float64 &&
+                    problem.dtype() == DType::kFloat64 && limits.sm_major >= 8 &&
+                    sm.sub_tile == 8 && problem.fused_hidden() % 8 == 0;
+    if (hidden_form) {
       // Only where it costs no resident block: run 27 measured the float32 forward of
       // mace-medium 2.6x slower with a slice that left one block per multiprocessor instead of
       // four, and the float64 backward 1.25x faster with one that left it one block as before.
