@@ -16,7 +16,7 @@
 //                    [--precision fp64,fp32,mixed] [--repeat 10] [--warmup 2]
 //                    [--forces-out PREFIX] [--atomic] [--edge-batch N]
 //                    [--kernel-profile FILE] [--backend cuda|emulated]
-//                    [--spline-intervals N] [--ledger-only]
+//                    [--spline-intervals N] [--ledger-only] [--kept-rows auto|all|batch]
 //
 // Engines: host, cuda (the CUDA engine with its default options), cuda-fused and cuda-unfused
 // (CudaEngineOptions::fused_radial forced on or off: the radial MLP's last layer inside the
@@ -27,6 +27,9 @@
 // weights the convolution reads, instead of the convolution interpolating them per edge tile).
 // --edge-batch: edges per batch of the CUDA engine's weight stage (CudaEngineOptions::
 // edge_batch; 0, the default, lets the engine choose).
+// --kept-rows: what the CUDA engine keeps from the forward to the backward (CudaEngineOptions::
+// kept_rows: auto, the default; all, every atom's and edge's rows; batch, one edge batch's,
+// made again in the backward).
 // --kernel-profile: after the timed calls, one more call of each CUDA engine with kernel timing
 // on (kernels/device/kernel_timing.h: events around every launch, copy, memset and cuBLAS GEMM
 // on its stream), written to FILE as JSON (write_kernel_profile says what it holds) and as a
@@ -88,10 +91,11 @@ struct Options {
   int repeat = 10, warmup = 2;
   bool deterministic = true;  // the CUDA engine's default: bitwise reproducible
   std::size_t edge_batch = 0;
-  int spline_intervals = 1000;   // --spline-intervals: of the *-spline engines
-  std::string kernel_profile;    // --kernel-profile FILE ("" none)
-  std::string backend = "cuda";  // --backend: the CUDA engine's backend (cuda, emulated)
-  bool ledger_only = false;      // --ledger-only: one call per engine, for its memory ledger
+  std::string kept_rows = "auto";  // --kept-rows: CudaEngineOptions::kept_rows
+  int spline_intervals = 1000;     // --spline-intervals: of the *-spline engines
+  std::string kernel_profile;      // --kernel-profile FILE ("" none)
+  std::string backend = "cuda";    // --backend: the CUDA engine's backend (cuda, emulated)
+  bool ledger_only = false;        // --ledger-only: one call per engine, for its memory ledger
 
   static std::vector<std::string> split(const std::string& text) {
     std::vector<std::string> out;
@@ -123,6 +127,8 @@ struct Options {
         o.deterministic = false;
       else if (a == "--edge-batch")
         o.edge_batch = std::stoull(next());
+      else if (a == "--kept-rows")
+        o.kept_rows = next();
       else if (a == "--spline-intervals")
         o.spline_intervals = std::stoi(next());
       else if (a == "--kernel-profile")
@@ -148,6 +154,8 @@ struct Options {
           e != "host-spline" && e != "cuda-spline" && e != "cuda-spline-stored")
         throw clebsch::Error("unknown engine '" + e + "'");
     if (o.repeat < 1) throw clebsch::Error("--repeat must be at least 1");
+    if (o.kept_rows != "auto" && o.kept_rows != "all" && o.kept_rows != "batch")
+      throw clebsch::Error("--kept-rows must be auto, all or batch, not '" + o.kept_rows + "'");
     if (o.backend != "cuda" && o.backend != "emulated")
       throw clebsch::Error("--backend must be cuda or emulated, not '" + o.backend + "'");
     return o;
@@ -163,6 +171,10 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
   if (kind == "cuda-fused" || kind == "cuda-unfused") options.fused_radial = kind == "cuda-fused";
   if (kind == "cuda-spline-stored") options.fused_spline = false;
   options.edge_batch = opt.edge_batch;
+  using clebsch::cuda::KeptRows;
+  options.kept_rows = opt.kept_rows == "all"     ? KeptRows::kAll
+                      : opt.kept_rows == "batch" ? KeptRows::kBatch
+                                                 : KeptRows::kAuto;
   if (opt.backend == "emulated") options.backend = clebsch::cuda::make_emulated_backend();
   return clebsch::cuda::make_cuda_engine(model, precision, options);
 #else
@@ -410,6 +422,7 @@ void write_kernel_profile(const Options& opt, const nlohmann::json& out,
   f["edges"] = out["edges"];
   f["deterministic"] = opt.deterministic;
   f["edge_batch"] = opt.edge_batch;
+  f["kept_rows"] = opt.kept_rows;
   f["profiles"] = profiles;
   std::ofstream file(opt.kernel_profile);
   file << f.dump(1) << "\n";

@@ -222,6 +222,14 @@ def main() -> int:
         help="edges per batch of the CUDA engines' weight stage (0: the engine chooses)",
     )
     ap.add_argument(
+        "--kept-rows",
+        default="auto",
+        choices=["auto", "all", "batch"],
+        help="what the CUDA engines keep from the forward to the backward (auto: the engine "
+        "chooses; all: every atom's and edge's rows; batch: one edge batch's, made again in "
+        "the backward)",
+    )
+    ap.add_argument(
         "--spline-intervals",
         type=int,
         default=1000,
@@ -350,6 +358,8 @@ def main() -> int:
             cmd.append("--atomic")
         if args.edge_batch > 0:
             cmd += ["--edge-batch", str(args.edge_batch)]
+        if on_gpu and args.kept_rows != "auto":
+            cmd += ["--kept-rows", args.kept_rows]
         if "-spline" in kind:
             cmd += ["--spline-intervals", str(args.spline_intervals)]
         if on_gpu and args.backend != "cuda":

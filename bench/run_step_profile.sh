@@ -11,7 +11,8 @@
 # CLEBSCH_BENCH_ENGINES=cuda,host adds the host engine (float64) as a reference for the forces;
 # cuda-fused (the fused radial form) is profiled beside cuda when named. CLEBSCH_TORCH_PRECISIONS
 # (e.g. none): mace-torch's precisions, for sizes beyond its memory. CLEBSCH_EDGE_BATCH: edges per
-# batch of the CUDA engines' weight stage (default: the engine's choice). cuda-spline (the radial
+# batch of the CUDA engines' weight stage (default: the engine's choice); CLEBSCH_KEPT_ROWS
+# (all, batch): what they keep from the forward to the backward. cuda-spline (the radial
 # MLPs tabulated, pair_style ... radial spline N) on CLEBSCH_SPLINE_INTERVALS (default 1000).
 # CLEBSCH_PROBLEM: the model (bench_mace_model.py --problem, e.g. mace-mh-1; default MP-0-medium).
 # CLEBSCH_ATOMIC=1: the CUDA engines accumulate with atomics (the pair style's default, what MD
@@ -40,6 +41,7 @@ for n in "${sizes[@]}"; do
     --atoms "$n" --engines "${CLEBSCH_BENCH_ENGINES:-cuda}" --precisions fp32,fp64 --kernel-profile \
     ${CLEBSCH_TORCH_PRECISIONS:+--torch-precisions "$CLEBSCH_TORCH_PRECISIONS"} \
     ${CLEBSCH_EDGE_BATCH:+--edge-batch "$CLEBSCH_EDGE_BATCH"} \
+    ${CLEBSCH_KEPT_ROWS:+--kept-rows "$CLEBSCH_KEPT_ROWS"} \
     "${atomic[@]}" ${CLEBSCH_PROBLEM:+--problem "$CLEBSCH_PROBLEM"} \
     ${CLEBSCH_SPLINE_INTERVALS:+--spline-intervals "$CLEBSCH_SPLINE_INTERVALS"} \
     ${CLEBSCH_REPEAT:+--repeat "$CLEBSCH_REPEAT"} \

@@ -463,6 +463,80 @@ TEST(MaceCudaEngine, EdgeBatchesMatchTheHostEngine) {
       }
 }
 
+// The bytes of the ledger's buffer @p name (0 when absent).
+std::size_t buffer_bytes(const EngineMemory& mem, const std::string& name) {
+  for (const EngineMemory::Buffer& b : mem.device_buffers)
+    if (b.name == name) return b.bytes;
+  return 0;
+}
+
+// One edge batch's rows at a time (CudaEngineOptions::kept_rows kBatch: the contraction's
+// inputs made again in the backward from a second receiver pass, the harmonics made per batch
+// and each batch's dE/dY turned into forces at once) instead of every atom's and edge's: the
+// host engine's result in float64 (every model, both accumulation modes, one batch and batches
+// of a third of the edges), bitwise reproducible in deterministic mode, float32 within
+// model-spec §5; and the ledger's rows of a layer's Ml, of Y and of dE/dY are one batch's, not
+// every centre's and edge's.
+TEST(MaceCudaEngine, RowsMadeAgainPerBatchMatchTheHostEngine) {
+  for (const std::string& be : backends())
+    for (const Case& c : mace_cases())
+      for (bool det : {true, false}) {
+        MaceEngine host(c.model, Precision::kFloat64);
+        const System s = periodic_cell(c.model.num_species(), 13, c.model.r_max);
+        EngineResult ref;
+        host.compute(graph_of(s), ref, nullptr);
+        ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);
+        const std::size_t caps[2] = {0, s.center.size() / 3};
+        // [cap][batch rows]: the bytes of the last layer's Ml, of dE/dMl (and dE/dA), of Y and
+        // dE/dY.
+        std::size_t ml[2][2], gml[2][2], y[2][2];
+        for (int k : {0, 1}) {
+          for (int batch : {0, 1}) {
+            SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " cap " +
+                         std::to_string(caps[k]) + " of " + std::to_string(s.center.size()) +
+                         (batch ? ", batch rows" : ", all rows"));
+            CudaEngineOptions o;
+            o.deterministic = det, o.edge_batch = caps[k], o.backend = make_backend(be);
+            o.kept_rows = batch ? KeptRows::kBatch : KeptRows::kAll;
+            auto dev = make_cuda_engine(c.model, Precision::kFloat64, o);
+            EngineResult r, again;
+            dev->compute(graph_of(s), r, nullptr);
+            expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+            if (det && batch) {
+              dev->compute(graph_of(s), again, nullptr);
+              EXPECT_EQ(std::memcmp(r.edge_gradient.data(), again.edge_gradient.data(),
+                                    r.edge_gradient.size() * sizeof(double)),
+                        0);
+            }
+            const EngineMemory mem = dev->memory_usage();
+            const std::string last = "layer[" + std::to_string(dev->num_layers() - 1) + "].";
+            ml[k][batch] = buffer_bytes(mem, last + "Ml (linear output)");
+            gml[k][batch] = buffer_bytes(mem, "dE/dMl") + buffer_bytes(mem, "dE/dA");
+            y[k][batch] = buffer_bytes(mem, "Y (edge harmonics)") +
+                          buffer_bytes(mem, "dE/dY (all layers, G)");
+          }
+        }
+        // Kept rows grow with the centres and edges; in batches they are one batch's, and so
+        // are the node stages' scratch rows in either mode.
+        EXPECT_GT(ml[0][0], 0u);
+        EXPECT_GT(y[0][0], 0u);
+        EXPECT_EQ(ml[0][1], ml[0][0]);
+        EXPECT_EQ(ml[1][0], ml[0][0]);
+        EXPECT_EQ(y[1][0], y[0][0]);
+        EXPECT_LT(ml[1][1], ml[0][0]) << "Ml in batches holds every centre's rows";
+        EXPECT_LT(y[1][1], y[0][0]) << "Y and dE/dY in batches hold every edge's rows";
+        EXPECT_LT(gml[1][0], gml[0][0]) << "dE/dMl holds every centre's rows";
+        SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") +
+                     " float32, batch rows, batches of a third of the edges");
+        CudaEngineOptions o;
+        o.deterministic = det, o.edge_batch = s.center.size() / 3, o.backend = make_backend(be);
+        o.kept_rows = KeptRows::kBatch;
+        EngineResult r32;
+        make_cuda_engine(c.model, Precision::kFloat32, o)->compute(graph_of(s), r32, nullptr);
+        expect_within_float32_band(r32, ref, s.n());
+      }
+}
+
 // The cell with every image neighbour an explicit ghost node (one per atom and shift), owned
 // by its atom through an OwnerMapExchange.
 struct ImageGhosts {

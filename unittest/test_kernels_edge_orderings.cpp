@@ -152,6 +152,24 @@ TEST(EdgeBatchBudget, BatchesKeepTheirCentresRowsWithinASixteenthOfTheDevice) {
   EXPECT_EQ(w.max_batch_edges(80000, 4000, 3, memory), 3u);  // the option still decides
 }
 
+TEST(EdgeBatchBudget, RowsKeptWhileTheyFitAQuarterElseABatchHoldsItsShare) {
+  // 180 kept values per centre and 1 per edge: a quarter of the memory (200,000 values) keeps
+  // 1,000 centres' of 20 edges each.
+  EdgeBatchBudget b{1, 1};
+  b.batch_per_centre = 30, b.rows_per_centre = 180, b.rows_per_edge = 1;
+  const std::size_t memory = 800000;
+  EXPECT_TRUE(b.keep_rows(1000, 20000, memory));
+  EXPECT_FALSE(b.keep_rows(1001, 20000, memory));
+  EXPECT_FALSE(b.keep_rows(1000, 20001, memory));
+  // 4,000 centres of 20 edges: kept, a batch holds 30 values per centre (1,666 centres in a
+  // sixteenth: 33,320 edges); made again, 30 + 180 + 20 = 230 (217 centres: 4,340 edges).
+  EXPECT_EQ(b.max_batch_edges(80000, 4000, 0, memory, true), 33320u);
+  EXPECT_EQ(b.max_batch_edges(80000, 4000, 0, memory, false), 4340u);
+  EXPECT_EQ(b.max_batch_edges(80000, 4000, 9, memory, false), 9u);  // the option decides
+  EdgeBatchBudget none{1, 1};  // nothing kept per centre (NequIP): always kept
+  EXPECT_TRUE(none.keep_rows(1u << 30, 1u << 30, memory));
+}
+
 TEST(EdgeOrderKernels, EqualTheHostOrderingsAndDeclineWhatTheyCannotOrder) {
   // Threads last to first: the atomic scatter then fills each segment backwards, and only the
   // segment sort makes the order the host's.

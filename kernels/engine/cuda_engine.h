@@ -23,6 +23,13 @@
 
 namespace clebsch::cuda {
 
+/// CudaEngineOptions::kept_rows.
+enum class KeptRows {
+  kAuto,   ///< kAll while those rows fit a quarter of the device memory, else kBatch
+  kAll,    ///< every atom's and edge's rows, from the forward to the backward
+  kBatch,  ///< one edge batch's rows at a time, made again in the backward
+};
+
 struct CudaEngineOptions {
   /// Fixed-order accumulation everywhere (the convolution's deterministic mode): bitwise
   /// reproducible results run to run. false: atomic accumulation in the convolution.
@@ -63,6 +70,16 @@ struct CudaEngineOptions {
   /// With fused_radial: a layer that cannot run fused is an error (CapacityError naming it)
   /// instead of running unfused (tests that must exercise the fused form).
   bool require_fused_radial = false;
+  /// MACE: what a call keeps from the forward to the backward for every atom and edge, beyond
+  /// the node features: the layers' contraction inputs (the interaction linear's output Ml, the
+  /// skip's output A, the non-linear block's gate input X: 8 KB per atom and layer of a
+  /// MACE-MP-0-medium-sized model in float32) and the edges' spherical harmonics Y with their
+  /// gradient dE/dY (10 KB per atom). kBatch holds one edge batch's at a time: the backward
+  /// runs the batch's receiver pass, node inputs and harmonics again (one more receiver pass
+  /// per layer) and turns each batch's dE/dY into forces at once, so that these rows no longer
+  /// grow with the system. kAuto keeps them while they fit a quarter of the device
+  /// (edge_batch_budget.h). NequIP keeps no such rows.
+  KeptRows kept_rows = KeptRows::kAuto;
   /// Per-structure inputs of MACE models with an embedding (mace embedding_specs), by name, as
   /// MaceEngineOptions::structure_inputs: e.g. {"total_charge", 0}, {"total_spin", 1}. A model
   /// that needs one that is absent is refused at construction; unused names are ignored.

@@ -65,6 +65,7 @@ class CudaEngineBase : public CudaEngine {
                                : std::shared_ptr<DeviceBackend>(make_cuda_backend(options.device));
     edges_.bind(*backend_);
     edge_batch_option_ = options.edge_batch;
+    kept_rows_option_ = options.kept_rows;
   }
 
   /// The host engine of the model's checks and metadata. A MACE one takes the structure inputs:
@@ -91,10 +92,14 @@ class CudaEngineBase : public CudaEngine {
   /// per-edge gradients): called when a call switches to several batches.
   virtual void drop_kept_weights() = 0;
 
-  /// Edges per batch of the weight stage for @p num_edges edges (0: one batch).
-  std::size_t batch_edges(std::size_t num_edges) const {
-    return budget_.max_batch_edges(num_edges, L_, edge_batch_option_,
-                                   backend_->limits().memory_bytes / value_bytes_);
+  /// Edges per batch of the weight stage for @p num_edges edges (0: one batch), after
+  /// deciding keep_rows_ for the call's L_ centres.
+  std::size_t batch_edges(std::size_t num_edges) {
+    const std::size_t memory_values = backend_->limits().memory_bytes / value_bytes_;
+    keep_rows_ = kept_rows_option_ == KeptRows::kAuto
+                     ? budget_.keep_rows(L_, num_edges, memory_values)
+                     : kept_rows_option_ == KeptRows::kAll;
+    return budget_.max_batch_edges(num_edges, L_, edge_batch_option_, memory_values, keep_rows_);
   }
 
   /// The orderings of the call's graph (N_, L_, E_ set) from host index arrays: the host
@@ -137,10 +142,18 @@ class CudaEngineBase : public CudaEngine {
     for (std::size_t b = 0; b < edges_.num_batches(); ++b) most = std::max(most, batch_centres(b));
     return most;
   }
+  /// The most edges of any batch.
+  std::size_t max_batch_edges() const {
+    std::size_t most = 0;
+    for (std::size_t b = 0; b < edges_.num_batches(); ++b)
+      most = std::max(most, static_cast<std::size_t>(edge_batch(b).n));
+    return most;
+  }
 
   /// The convolution of batch @p batch as a problem of its own (edge_orderings.h): its edges and
   /// receivers numbered from the batch's first, all senders; x the senders' rows, y the rows of
-  /// dim_y values of every edge (the batch's are taken), w the batch's weights.
+  /// dim_y values of every edge (the batch's are taken; dim_y 0: y holds only the batch's
+  /// rows), w the batch's weights.
   template <class T>
   ConvBuffers batch_conv(std::size_t batch, const T* x, const T* y, int dim_y, const T* w) const {
     const std::size_t e0 = std::size_t(edges_.batch_edge[batch]);
@@ -188,6 +201,9 @@ class CudaEngineBase : public CudaEngine {
   DeviceEdgeOrderings edges_;  // the host engine's edge order (edge_orderings.h)
   EdgeBatchBudget budget_;     // weight-stage values per edge (set by the engine)
   bool keep_weights_ = true;   // one batch: W and MLP activations kept from forward to backward
+  // The layers' per-centre rows (EdgeBatchBudget::rows_per_centre) kept for every centre from
+  // the forward to the backward; false: one batch's, made again in the backward.
+  bool keep_rows_ = true;
 
  private:
   // After either path built edges_.
@@ -200,6 +216,7 @@ class CudaEngineBase : public CudaEngine {
   std::size_t value_bytes_;
   std::size_t call_peak_bytes_ = 0;  // the ledger's peak during the last call
   std::size_t edge_batch_option_ = 0;
+  KeptRows kept_rows_option_ = KeptRows::kAuto;
   std::unique_ptr<EdgeOrderKernels> orderer_;  // compute_device's orderings on the device
 };
 

@@ -17,7 +17,12 @@
 // only while the batch is convolved, and the backward computes them again: one MLP forward more
 // per layer, for memory that no longer grows with E times the weight count (which is what
 // limited the system size on one GPU: 29 GB per 10,000 atoms of a MACE-MP-0-medium-sized model
-// in float64 before).
+// in float64 before). The node stages (linear, skip, contraction, product linear) run batch by
+// batch behind the convolution, on scratch rows of one batch's centres. What the backward reads
+// of every atom and edge beyond the node features, the contraction's inputs and the harmonics,
+// is kept (CudaEngineOptions::kept_rows kAll) or, where it would not fit, held for one batch
+// and made again in the backward (kBatch: a second receiver pass per layer, each batch's dE/dY
+// turned into forces at once).
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() validates the host graph with
@@ -197,13 +202,20 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // MLP keeps its own activations at the batch's size.
     batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
     budget_.batch_per_edge += mlp_scratch;
-    // The messages of one batch's centres (and, in the backward, their gradient in those rows).
-    budget_.batch_per_centre = std::max(budget_.batch_per_centre, std::size_t(L.dim_mid));
     // The non-linear block's MLP input rows and their gradient, for every edge.
     if (L.nonlinear) budget_.keep_per_edge += 2 * L.mlp_in, budget_.batch_per_edge += 2 * L.mlp_in;
     const ContractionTables ct = mace_contraction_tables(model, t);
     mace_symcon_layout(model, t, ct);  // checks the shapes before the module is built
     L.C = ct.C, L.dim_b = ct.dim_b;
+    // Per centre of a batch: the messages (in the backward their gradient, in those rows) and
+    // the node stages' scratch; per centre of the call, unless made again per batch, the
+    // contraction's inputs (kept_centres).
+    const LayerRowWidths rw = L.row_widths();
+    budget_.batch_per_centre =
+        std::max(budget_.batch_per_centre, std::size_t(L.dim_mid) + std::size_t(rw.scratch));
+    budget_.rows_per_centre += std::size_t(rw.kept);
+    // A layer reading fewer harmonics than the model makes keeps its own cut copy of Y.
+    if (L.dim_y != nsh_) budget_.rows_per_edge += std::size_t(L.dim_y);
     L.weights.upload(std::vector<T>(ct.weights.begin(), ct.weights.end()));
     layers_.push_back(std::move(L));
   }
@@ -258,6 +270,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   k_spline_fwd_ = &module_->kernel("mace_spline_forward");
   k_spline_bwd_ = &module_->kernel("mace_spline_backward");
   k_mlp_input_ = &module_->kernel("mace_mlp_input");
+  k_harmonics_ = &module_->kernel("mace_edge_harmonics");
+  k_harmonics_gradient_ = &module_->kernel("mace_edge_harmonics_gradient");
+  // The edges' harmonics (T) and dE/dY (G), counted in T.
+  budget_.rows_per_edge += std::size_t(nsh_) * (1 + sizeof(G) / sizeof(T));
   // The spline mode's lengths and dE/dlength (G each, counted in T).
   if (spline_) budget_.keep_per_edge += 2 * sizeof(G) / sizeof(T) + (sizeof(G) > sizeof(T));
 
@@ -549,7 +565,10 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   const long long E = static_cast<long long>(E_), L = static_cast<long long>(L_);
   status_.resize(1);
   b.memset(status_.data(), 0xff, sizeof(unsigned long long), s);
-  Y_.resize(E_ * nsh_);
+  d_vector_ = d_vector, edge_gradient_ = edge_gradient;
+  // The harmonics and dE/dY of every edge, or of one batch (made per batch: batch_harmonics).
+  const std::size_t y_rows = keep_rows_ ? E_ : max_batch_edges();
+  Y_.resize(y_rows * nsh_);
   // Spline mode: the tables read the lengths; the radial basis and its gradient are not made.
   ef_.resize(spline_ ? 0 : E_ * nb_);
   fc_.resize(apply_cutoff_ ? 0 : E_);
@@ -558,7 +577,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
   MaceEdgeArgs ea{};
   ea.vector = d_vector, ea.perm = edges_.perm.data(), ea.centre = edges_.centre.data();
   ea.sender = edges_.sender.data(), ea.species = d_species, ea.r_max_pairs = d_r_max_pairs_.data();
-  ea.Y = Y_.data(), ea.ef = spline_ ? nullptr : ef_.data(),
+  ea.Y = keep_rows_ ? Y_.data() : nullptr, ea.ef = spline_ ? nullptr : ef_.data(),
   ea.fc = apply_cutoff_ ? nullptr : fc_.data();
   ea.zbl = zbl_ ? zbl_edge_.data() : nullptr;
   rl_.resize(spline_ ? E_ : 0);
@@ -579,7 +598,7 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
         s);
   energy_acc_.resize(L_);
   energy_acc_.zero(s);
-  gY_.resize(E_ * nsh_), gY_.zero(s);
+  gY_.resize(y_rows * nsh_), gY_.zero(s);
   gE_.resize(spline_ ? 0 : E_ * nb_), gE_.zero(s);
   gF_.resize(apply_cutoff_ ? 0 : E_), gF_.zero(s);
   gR_.resize(spline_ ? E_ : 0), gR_.zero(s);
@@ -597,9 +616,11 @@ void MaceCuda<T, G>::run(const int* d_species, const double* d_vector, double* a
                     L};
   b.launch(*k_energy_, grid_for(L), s, en);
 
+  // Per batch, the batches' dE/dY is added to the edges' gradient as it is made.
+  if (!keep_rows_) b.memset(edge_gradient, 0, 3 * E_ * sizeof(double), s);
   backward_layers(exchange, s);
-  ea.gY = gY_.data(), ea.gE = spline_ ? nullptr : gE_.data(),
-  ea.gF = apply_cutoff_ ? nullptr : gF_.data();
+  ea.gY = keep_rows_ ? gY_.data() : nullptr, ea.accumulate = !keep_rows_;
+  ea.gE = spline_ ? nullptr : gE_.data(), ea.gF = apply_cutoff_ ? nullptr : gF_.data();
   ea.gR = spline_ ? gR_.data() : nullptr;
   ea.edge_gradient = edge_gradient;
   b.launch(*k_gradient_, grid_for(E), s, ea);

@@ -2,10 +2,12 @@
 //
 // The forward pass of the CUDA MACE engine's layers (mace_cuda_engine_impl.h), layer by layer:
 // the edge features of the nodes (layer 0 from the per-species tables, later layers through
-// linear_up with the ghost rows exchanged), the density, the radial MLP and the receiver pass of
-// the convolution batch by batch, the linear, the normalisation and skip, the symmetric
-// contraction, the product linear and the readouts, whose energies add up in energy_acc_. A
-// layer keeps what its backward reads (its node rows, weights with one edge batch, activations).
+// linear_up with the ghost rows exchanged), the density; then edge batch by edge batch the
+// radial MLP (or table), the receiver pass of the convolution, the linear, the normalisation and
+// skip, the symmetric contraction and the product linear on the batch's centres; last the
+// readouts, whose energies add up in energy_acc_. A layer keeps what its backward reads (its
+// node features, its weights with one edge batch, its contraction's inputs unless they are made
+// again per batch: kept_rows).
 #include <cstddef>
 #include <string>
 
@@ -78,68 +80,93 @@ void MaceCuda<T, G>::layer_forward(int t, Stream s) {
         dt_, dt_,
         SegmentSumArgs{Lp.dedge.data(), Lp.dens.data(), edges_.centre_ptr.data(), L, 1, 0, 0}, s);
   }
-  if (Lp.dim_y != nsh_) {
+  if (Lp.dim_y != nsh_ && keep_rows_) {  // else batch by batch (batch_harmonics)
     Lp.Yc.resize(E_ * Lp.dim_y);
     AxpbyArgs a{};
     a.x = Y_.data(), a.y = Lp.Yc.data(), a.rows = E, a.cols = Lp.dim_y, a.ldx = nsh_;
     a.ldy = Lp.dim_y, a.alpha = 1;
     gk_->axpby(dt_, dt_, a, s);
+  } else if (Lp.dim_y != nsh_) {
+    Lp.Yc.resize(max_batch_edges() * Lp.dim_y);
   }
-  // The messages of one batch's centres at a time, each batch's rows through the linear (Ml
-  // holds every centre's output).
+  // One batch's centres at a time through the convolution and the node stages: M and the
+  // scratch rows hold one batch's, the contraction's inputs every centre's or one batch's
+  // (kept_centres), and h^t every centre's (prepare_layer(t) has consumed h^{t-1}).
   Mraw_.resize(max_batch_centres() * Lp.dim_mid);
-  const int dl = Lp.nonlinear ? Lp.dim_nonlin : Lp.dim_target;
-  Lp.Ml.resize(L_ * dl);
+  Lp.Ml.resize(kept_centres() * Lp.dim_linear());
+  Lp.A.resize(Lp.own_A() ? kept_centres() * Lp.dim_target : 0);
+  Lp.X.resize(Lp.nonlinear ? kept_centres() * Lp.dim_nonlin : 0);
+  B_.resize(max_batch_centres() * Lp.dim_b);
+  h_.resize(L_ * Lp.dim_hidden);
   for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
     // One batch: the weights stay in the layer for its backward.
     const BatchWeights bw =
         keep_weights_ ? batch_weights(t, bt, Lp.W, Lp.Wf, s) : batch_weights(t, bt, wb_, wfb_, s);
     if (keep_weights_) Lp.kept.raw = bw.raw, Lp.kept.conv = bw.conv;
-    ConvBuffers cb = conv_buffers(Lp, bt, bw.conv);
-    cb.out = Mraw_.data();
-    Lp.conv->run(s, Pass::kForward, cb);
-    const std::size_t r0 = edges_.batch_centre[bt];
-    Lp.linear.forward(*gk_, static_cast<long long>(batch_centres(bt)), Mraw_.data(), Lp.dim_mid,
-                      Lp.Ml.data() + r0 * dl, dl, false, nullptr, s);
+    messages_forward(t, bt, bw.conv, s);
+    node_forward(t, node_batch(bt), s);
   }
-  node_forward(t, s);
+  for (Readout<T>& R : readouts_)
+    if (R.layer == t) readout_forward(R, s);
 }
 
 template <class T, class G>
-void MaceCuda<T, G>::node_forward(int t, Stream s) {
+void MaceCuda<T, G>::messages_forward(int t, std::size_t bt, const T* w, Stream s) {
   Layer<T>& Lp = layers_[t];
-  DeviceBackend& b = *backend_;
-  const long long L = static_cast<long long>(L_);
+  if (!keep_rows_) batch_harmonics(t, bt, s);
+  ConvBuffers cb = conv_buffers(Lp, bt, w);
+  cb.out = Mraw_.data();
+  Lp.conv->run(s, Pass::kForward, cb);
+  const NodeBatch nb = node_batch(bt);
+  const int dl = Lp.dim_linear();
+  Lp.linear.forward(*gk_, nb.n, Mraw_.data(), Lp.dim_mid, Lp.Ml.data() + nb.k0 * dl, dl, false,
+                    nullptr, s);
+  contraction_input_forward(t, nb, s);
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::batch_harmonics(int t, std::size_t bt, Stream s) {
+  Layer<T>& Lp = layers_[t];
+  MaceEdgeArgs a = batch_edge_args(bt);
+  if (a.num_edges == 0) return;
+  a.Y = Y_.data();
+  backend_->launch(*k_harmonics_, grid_for(a.num_edges), s, a);
+  if (Lp.dim_y == nsh_) return;
+  AxpbyArgs c{};
+  c.x = Y_.data(), c.y = Lp.Yc.data(), c.rows = a.num_edges, c.cols = Lp.dim_y, c.ldx = nsh_;
+  c.ldy = Lp.dim_y, c.alpha = 1;
+  gk_->axpby(dt_, dt_, c, s);
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::contraction_input_forward(int t, const NodeBatch& nb, Stream s) {
+  Layer<T>& Lp = layers_[t];
+  if (Lp.nonlinear) return node_forward_nonlinear(t, nb, s);
   const int dt = Lp.dim_target;
-  if (Lp.nonlinear) {
-    node_forward_nonlinear(t, s);
-  } else {
-    // Ml = linear(M), made batch by batch in layer_forward.
-    if (Lp.density)
-      gk_->scale_rows(dt_, ScaleRowsArgs{Lp.Ml.data(), Lp.dens.data(), L, dt, dt, 1, 0, 0}, s);
-    else
-      gk_->axpby(dt_, dt_,
-                 GenericKernels::vector(Lp.Ml.data(), Lp.Ml.data(), L * dt, Lp.inv_avg, 0), s);
-    if (!Lp.sc_on_nodes) {
-      Lp.A.resize(L_ * dt);
-      Lp.skip.forward(*gk_, L, Lp.Ml.data(), dt, Lp.A.data(), dt, false, d_species_, s);
-    }
-  }
+  T* ml = Lp.Ml.data() + nb.k0 * dt;
+  if (Lp.density)
+    gk_->scale_rows(dt_, ScaleRowsArgs{ml, Lp.dens.data() + nb.r0, nb.n, dt, dt, 1, 0, 0}, s);
+  else
+    gk_->axpby(dt_, dt_, GenericKernels::vector(ml, ml, nb.n * dt, Lp.inv_avg, 0), s);
+  if (Lp.own_A())
+    Lp.skip.forward(*gk_, nb.n, ml, dt, Lp.A.data() + nb.k0 * dt, dt, false, d_species_ + nb.r0, s);
+}
+
+template <class T, class G>
+void MaceCuda<T, G>::node_forward(int t, const NodeBatch& nb, Stream s) {
+  Layer<T>& Lp = layers_[t];
+  const int dh = Lp.dim_hidden;
   // The generated kernel writes every output of B: no zeroing.
-  B_.resize(L_ * Lp.dim_b);
-  SymConArgs sa = Lp.symcon_args(d_species_, L);
+  SymConArgs sa = Lp.symcon_args(d_species_ + nb.r0, nb.k0, nb.n);
   sa.B = B_.data();
   // Its floor: A read and B written once (the species' weights, a few KB, left out).
-  b.set_timing_floor(double(sizeof(T)) * double(L) * double(dt + Lp.dim_b) + 4.0 * double(L));
-  b.launch(*Lp.k_symcon_fwd, grid_for(L * Lp.C), s, sa);
-  // h^t replaces h^{t-1}, which prepare_layer(t) has consumed.
-  h_.resize(L_ * Lp.dim_hidden);
-  Lp.product_linear.forward(*gk_, L, B_.data(), Lp.dim_b, h_.data(), Lp.dim_hidden, false, nullptr,
-                            s);
+  backend_->set_timing_floor(double(sizeof(T)) * double(nb.n) * double(Lp.dim_target + Lp.dim_b) +
+                             4.0 * double(nb.n));
+  backend_->launch(*Lp.k_symcon_fwd, grid_for(nb.n * Lp.C), s, sa);
+  T* h = h_.data() + nb.r0 * dh;
+  Lp.product_linear.forward(*gk_, nb.n, B_.data(), Lp.dim_b, h, dh, false, nullptr, s);
   if (Lp.sc_on_nodes)
-    gk_->axpby(dt_, dt_, GenericKernels::vector(sc_.data(), h_.data(), L * Lp.dim_hidden, 1, 1), s);
-  for (Readout<T>& R : readouts_)
-    if (R.layer == t) readout_forward(R, s);
+    gk_->axpby(dt_, dt_, GenericKernels::vector(sc_.data() + nb.r0 * dh, h, nb.n * dh, 1, 1), s);
 }
 
 template <class T, class G>

@@ -52,6 +52,13 @@ struct DeviceSpline {
   }
 };
 
+// What a layer's node stages hold per centre, in values: kept, the contraction's inputs (Ml, A,
+// X), which its backward reads; scratch, what lives only while one batch's centres are
+// computed (dE/dMl, dE/dA, B and dE/dB, the gate's output, dE/dX).
+struct LayerRowWidths {
+  int kept = 0, scratch = 0;
+};
+
 template <class T>
 struct Layer {
   explicit Layer(DeviceBackend& b)
@@ -102,21 +109,37 @@ struct Layer {
   DeviceSpline<T> radial_spline, density_spline;
   const DeviceKernel *k_symcon_fwd = nullptr, *k_symcon_bwd = nullptr;  // generated per layer
   // Per call, kept from the forward for the backward. A: the skip's output (when the skip acts
-  // on the messages), the contraction's input.
+  // on the messages), the contraction's input. Ml, A, X and Yc: every centre's (edge's) rows, or
+  // one batch's (kept_rows kBatch).
   DeviceArray<T> hu, W, Wf, rho, dedge, dens, Ml, A, Yc;
   // With the weights kept (one batch): what the forward's batch_weights() returned.
   struct {
     const T *raw = nullptr, *conv = nullptr;
   } kept;
 
-  /// The contraction's input: the skip's output (linear_2's in the non-linear block), or the
-  /// messages when the skip acts on nodes.
-  const T* contraction_input() const { return sc_on_nodes && !nonlinear ? Ml.data() : A.data(); }
-  /// The symmetric contraction on @p rows rows, for either pass; the caller sets B (and gA for
-  /// the backward).
-  SymConArgs symcon_args(const int* species, long long rows) const {
+  /// The width of the linear's output rows Ml: the target irreps, or the non-linear block's
+  /// linear_1 output.
+  int dim_linear() const { return nonlinear ? dim_nonlin : dim_target; }
+  /// Whether the contraction reads rows of its own, A (the skip's output, linear_2's in the
+  /// non-linear block), rather than Ml (the skip acting on nodes).
+  bool own_A() const { return !(sc_on_nodes && !nonlinear); }
+  LayerRowWidths row_widths() const {
+    LayerRowWidths w;
+    w.kept = dim_linear() + (own_A() ? dim_target : 0) + (nonlinear ? dim_nonlin : 0);
+    w.scratch =
+        dim_b + (own_A() ? dim_target : 0) + (nonlinear ? gate.dim_out() + dim_nonlin : dim_target);
+    return w;
+  }
+  /// The contraction's input from row @p k0 of the kept rows.
+  const T* contraction_input(std::size_t k0) const {
+    return (own_A() ? A.data() : Ml.data()) + k0 * dim_target;
+  }
+  /// The symmetric contraction on @p rows rows from row @p k0 of its input, for either pass;
+  /// the caller sets B (and gA for the backward).
+  SymConArgs symcon_args(const int* species, std::size_t k0, long long rows) const {
     SymConArgs sa{};
-    sa.A = contraction_input(), sa.species = species, sa.weights = weights.data(), sa.rows = rows;
+    sa.A = contraction_input(k0), sa.species = species, sa.weights = weights.data();
+    sa.rows = rows;
     return sa;
   }
 };
@@ -178,29 +201,51 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   void run(const int* d_species, const double* d_vector, double* atom_energy, double* edge_gradient,
            GhostExchange* exchange, Stream s);
 
+  // The node stages run batch by batch of the weight stage, on the batch's centres [r0, r0 + n);
+  // k0 is the row of its first centre in the layers' kept contraction inputs (r0 while they
+  // are kept for every centre, else 0: they hold one batch's); the scratch rows (B_, gA_,
+  // gMl_, gyg_, gX_) hold one batch's, from row 0.
+  struct NodeBatch {
+    std::size_t r0, k0;
+    long long n;
+  };
+  NodeBatch node_batch(std::size_t b) const {
+    const std::size_t r0 = edges_.batch_centre[b];
+    return {r0, keep_rows_ ? r0 : 0, static_cast<long long>(batch_centres(b))};
+  }
+  /// The rows of the layers' kept contraction inputs.
+  std::size_t kept_centres() const { return keep_rows_ ? L_ : max_batch_centres(); }
+
   // Forward (mace_cuda_engine_forward.cpp): every layer and its readouts, into energy_acc_.
   void forward_layers(GhostExchange* exchange, Stream s);
   void prepare_layer(int t, GhostExchange* exchange, Stream s);
   void layer_forward(int t, Stream s);
-  void node_forward(int t, Stream s);
+  // Batch bt's receiver pass with its radial input @p w, the linear and the node stages up to
+  // the contraction's input (also the backward's, when the rows are not kept).
+  void messages_forward(int t, std::size_t bt, const T* w, Stream s);
+  void contraction_input_forward(int t, const NodeBatch& nb, Stream s);
+  // The contraction, the product linear and the skip: the batch's rows of h^t.
+  void node_forward(int t, const NodeBatch& nb, Stream s);
   // One readout of the layer just computed: its energy added to energy_acc_.
   void readout_forward(Readout<T>& R, Stream s);
 
   // Backward (mace_cuda_engine_backward.cpp): from the energies to gY_, gE_ and gF_.
   void backward_layers(GhostExchange* exchange, Stream s);
-  void node_backward(int t, Stream s);
   // One readout of the layer: its dE/dh added to gh_.
   void readout_backward(Readout<T>& R, Stream s);
-  void edge_backward(int t, Stream s);
+  // Per batch: the node stages' reverse from dE/dh^t (node_backward) down to dE/dM, then the
+  // sender pass and the radial stage's backward.
+  void layer_backward(int t, Stream s);
+  void node_backward(int t, const NodeBatch& nb, Stream s);
   void backward_tail(int t, GhostExchange* exchange, Stream s);
 
   // The non-linear interaction block (mace_cuda_engine_nonlinear.cpp): the MLPs' input rows of
-  // layer t (xin), its node forward from Mraw_ to A, and the reverse from dE/dA (gA_) to
-  // dE/dM (in Mraw_), gdens_ and (t > 0) ghu_res_, the gradient of the local hu rows through
-  // linear_res.
+  // layer t (xin), its node forward from linear_1(M) in Ml to A, and the reverse from dE/dA
+  // (gA_) to dE/dlinear_1(M) (gX_), gdens_ and (t > 0) ghu_res_, the gradient of the local hu
+  // rows through linear_res.
   void mlp_input(int t, Stream s);
-  void node_forward_nonlinear(int t, Stream s);
-  void node_backward_nonlinear(int t, Stream s);
+  void node_forward_nonlinear(int t, const NodeBatch& nb, Stream s);
+  void node_backward_nonlinear(int t, const NodeBatch& nb, Stream s);
   // The rows layer Lp's radial and density MLPs read, from edge e0 on, and their width.
   const T* mlp_rows(const Layer<T>& Lp, std::size_t e0) const {
     return Lp.nonlinear ? Lp.xin.data() + e0 * Lp.mlp_in : ef_.data() + e0 * nb_;
@@ -242,8 +287,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   // Layer Lp's convolution of batch @p batch with its radial input @p w (weights, or hidden
   // rows in the fused form).
   ConvBuffers conv_buffers(const Layer<T>& Lp, std::size_t batch, const T* w) const {
-    ConvBuffers cb =
-        batch_conv(batch, Lp.hu.data(), Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data(), Lp.dim_y, w);
+    const T* y = Lp.dim_y == nsh_ ? Y_.data() : Lp.Yc.data();
+    ConvBuffers cb = batch_conv(batch, Lp.hu.data(), y, keep_rows_ ? Lp.dim_y : 0, w);
     if (Lp.fused) {
       cb.h = cb.w, cb.w = nullptr;
       cb.w4 = Lp.radial_mlp.last_weights(), cb.w4t = Lp.radial_mlp.last_weights_t();
@@ -252,6 +297,16 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
       cb.w4 = Lp.radial_spline.table.data();
     }
     return cb;
+  }
+  // kept_rows kBatch: the harmonics of batch bt (and layer t's cut copy) in Y_'s (Yc's) first
+  // rows, and the batch's dE/dY (gY_'s first rows) added to the edges' gradient.
+  void batch_harmonics(int t, std::size_t bt, Stream s);
+  void batch_harmonics_gradient(std::size_t bt, Stream s);
+  MaceEdgeArgs batch_edge_args(std::size_t bt) const {
+    const EdgeBatch eb = edge_batch(bt);
+    MaceEdgeArgs a{};
+    a.vector = d_vector_, a.perm = edges_.perm.data() + eb.e0, a.num_edges = eb.n;
+    return a;
   }
   // The edges' lengths in T, as the fused spline form reads them.
   const T* spline_lengths() const {
@@ -280,7 +335,8 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
 
   std::unique_ptr<DeviceModule> module_;
   const DeviceKernel *k_geometry_, *k_gradient_, *k_cut_fwd_, *k_cut_bwd_, *k_dens_fwd_,
-      *k_dens_bwd_, *k_energy_, *k_spline_fwd_, *k_spline_bwd_, *k_mlp_input_;
+      *k_dens_bwd_, *k_energy_, *k_spline_fwd_, *k_spline_bwd_, *k_mlp_input_, *k_harmonics_,
+      *k_harmonics_gradient_;
   DType dt_ = dtype_of<T>(), dg_ = dtype_of<G>();
 
   // --- model ---
@@ -300,9 +356,12 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   DeviceArray<unsigned long long> status_;
   // Mraw_ (the messages, the layer's widest rows) and B_ (the contraction's output) are each one
   // stage's input in the forward; the backward writes their gradients into the same rows.
-  // Mraw_ holds one edge batch's centres (the linear runs batch by batch behind the
-  // convolution, and its backward batch by batch before the sender pass).
+  // Both hold one edge batch's centres (the node stages run batch by batch behind the
+  // convolution, and their backward batch by batch before the sender pass).
+  // Y_ and gY_ hold every edge's rows, or one batch's (keep_rows_ false).
   DeviceArray<T> Y_, ef_, fc_, h_, h_prev_, sc_, Mraw_, B_, ones_;
+  const double* d_vector_ = nullptr;  // the call's edge vectors (graph order)
+  double* edge_gradient_ = nullptr;   // the call's dE/dvector (graph order)
   DeviceArray<T> gh_, gh_prev_, gA_, gMl_, gdens_, ghu_, gyT_, gw_, gef_, grho_, gy_, gz_;
   // The non-linear block's: dE/d(gate output), dE/d(gate input), dE/d(local hu) through
   // linear_res (added to ghu_ in backward_tail), dE/d(readout's middle activations).

@@ -31,55 +31,53 @@ void MaceCuda<T, G>::mlp_input(int t, Stream s) {
 }
 
 template <class T, class G>
-void MaceCuda<T, G>::node_forward_nonlinear(int t, Stream s) {
+void MaceCuda<T, G>::node_forward_nonlinear(int t, const NodeBatch& nb, Stream s) {
   Layer<T>& Lp = layers_[t];
-  const long long L = static_cast<long long>(L_);
   const int dn = Lp.dim_nonlin, dt = Lp.dim_target, dg = Lp.gate.dim_out();
   // Ml keeps q (the backward's dE/dD reads it), X the gate's input; linear_1(M) is in Ml
-  // already (layer_forward, batch by batch).
-  ScaleRowsArgs sr{Lp.Ml.data(), Lp.dens.data(), L, dn, dn, 2, Lp.alpha, Lp.beta};
+  // already (messages_forward).
+  T* q = Lp.Ml.data() + nb.k0 * dn;
+  T* X = Lp.X.data() + nb.k0 * dn;
+  ScaleRowsArgs sr{q, Lp.dens.data() + nb.r0, nb.n, dn, dn, 2, Lp.alpha, Lp.beta};
   gk_->scale_rows(dt_, sr, s);
-  Lp.X.resize(L_ * dn);
-  gk_->axpby(dt_, dt_, GenericKernels::vector(Lp.Ml.data(), Lp.X.data(), L * dn, 1, 0), s);
+  gk_->axpby(dt_, dt_, GenericKernels::vector(q, X, nb.n * dn, 1, 0), s);
   // hu's first L_ rows are the local atoms' (layer 0: gathered from the species table).
-  Lp.linear_res.forward(*gk_, L, Lp.hu.data(), Lp.dim_edge, Lp.X.data(), dn, true, nullptr, s);
+  Lp.linear_res.forward(*gk_, nb.n, Lp.hu.data() + nb.r0 * Lp.dim_edge, Lp.dim_edge, X, dn, true,
+                        nullptr, s);
   // The gate's output is only linear_2's input: gyg_ serves as its scratch here.
-  gyg_.resize(L_ * dg);
-  Lp.gate.forward(*gk_, L, Lp.X.data(), gyg_.data(), dg, s);
-  Lp.A.resize(L_ * dt);
-  Lp.linear_2.forward(*gk_, L, gyg_.data(), dg, Lp.A.data(), dt, false, nullptr, s);
+  gyg_.resize(max_batch_centres() * dg);
+  Lp.gate.forward(*gk_, nb.n, X, gyg_.data(), dg, s);
+  Lp.linear_2.forward(*gk_, nb.n, gyg_.data(), dg, Lp.A.data() + nb.k0 * dt, dt, false, nullptr, s);
 }
 
 template <class T, class G>
-void MaceCuda<T, G>::node_backward_nonlinear(int t, Stream s) {
+void MaceCuda<T, G>::node_backward_nonlinear(int t, const NodeBatch& nb, Stream s) {
   Layer<T>& Lp = layers_[t];
-  const long long L = static_cast<long long>(L_);
   const int dn = Lp.dim_nonlin, dt = Lp.dim_target, dg = Lp.gate.dim_out();
-  gyg_.resize(L_ * dg);
-  Lp.linear_2.backward(*gk_, L, gA_.data(), dt, gyg_.data(), dg, false, nullptr, s);
-  gX_.resize(L_ * dn);
-  Lp.gate.backward(*gk_, L, Lp.X.data(), gyg_.data(), dg, gX_.data(), s);
+  const long long n = nb.n;
+  gyg_.resize(max_batch_centres() * dg);
+  Lp.linear_2.backward(*gk_, n, gA_.data(), dt, gyg_.data(), dg, false, nullptr, s);
+  gX_.resize(max_batch_centres() * dn);
+  Lp.gate.backward(*gk_, n, Lp.X.data() + nb.k0 * dn, gyg_.data(), dg, gX_.data(), s);
   // Layer 0's hu rows come from the species table: no gradient to return.
-  ghu_res_.resize(t > 0 ? L_ * Lp.dim_edge : 0);
   if (t > 0)
-    Lp.linear_res.backward(*gk_, L, gX_.data(), dn, ghu_res_.data(), Lp.dim_edge, false, nullptr,
-                           s);
+    Lp.linear_res.backward(*gk_, n, gX_.data(), dn, ghu_res_.data() + nb.r0 * Lp.dim_edge,
+                           Lp.dim_edge, false, nullptr, s);
   // q = lin1 / (beta D + alpha): dE/dD = -beta <dE/dq, q> / (beta D + alpha) and
   // dE/dlin1 = dE/dq / (beta D + alpha).
-  gdens_.resize(L_);
-  gk_->row_dot(dt_, RowDotArgs{gX_.data(), Lp.Ml.data(), gdens_.data(), L, dn, dn, dn, -Lp.beta, 0},
-               s);
-  gk_->scale_rows(dt_, ScaleRowsArgs{gdens_.data(), Lp.dens.data(), L, 1, 1, 2, Lp.alpha, Lp.beta},
-                  s);
-  gk_->scale_rows(dt_, ScaleRowsArgs{gX_.data(), Lp.dens.data(), L, dn, dn, 2, Lp.alpha, Lp.beta},
-                  s);
-  // dE/dM = linear_1^T dE/dlin1 (in gX_) follows batch by batch in edge_backward.
+  T* gd = gdens_.data() + nb.r0;
+  const T* dens = Lp.dens.data() + nb.r0;
+  gk_->row_dot(
+      dt_, RowDotArgs{gX_.data(), Lp.Ml.data() + nb.k0 * dn, gd, n, dn, dn, dn, -Lp.beta, 0}, s);
+  gk_->scale_rows(dt_, ScaleRowsArgs{gd, dens, n, 1, 1, 2, Lp.alpha, Lp.beta}, s);
+  gk_->scale_rows(dt_, ScaleRowsArgs{gX_.data(), dens, n, dn, dn, 2, Lp.alpha, Lp.beta}, s);
+  // dE/dM = linear_1^T dE/dlin1 (in gX_) follows in layer_backward.
 }
 
-#define CLEBSCH_INSTANTIATE(T, G)                                    \
-  template void MaceCuda<T, G>::mlp_input(int, Stream);              \
-  template void MaceCuda<T, G>::node_forward_nonlinear(int, Stream); \
-  template void MaceCuda<T, G>::node_backward_nonlinear(int, Stream);
+#define CLEBSCH_INSTANTIATE(T, G)                                                      \
+  template void MaceCuda<T, G>::mlp_input(int, Stream);                                \
+  template void MaceCuda<T, G>::node_forward_nonlinear(int, const NodeBatch&, Stream); \
+  template void MaceCuda<T, G>::node_backward_nonlinear(int, const NodeBatch&, Stream);
 CLEBSCH_INSTANTIATE(double, double)
 CLEBSCH_INSTANTIATE(float, float)
 CLEBSCH_INSTANTIATE(float, double)

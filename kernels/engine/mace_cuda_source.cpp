@@ -108,6 +108,8 @@ std::vector<KernelSpec> mace_kernel_specs(const model::Model& model) {
       {"mace_cut_backward", "MaceCutArgs"},         {"mace_density_forward", "MaceDensityArgs"},
       {"mace_density_backward", "MaceDensityArgs"}, {"mace_energy", "MaceEnergyArgs"}};
   for (auto& s : k) specs.push_back({s[0], s[1], false, 0});
+  specs.push_back({"mace_edge_harmonics", "MaceEdgeArgs", false, 0});
+  specs.push_back({"mace_edge_harmonics_gradient", "MaceEdgeArgs", false, 0});
   specs.push_back({"mace_spline_forward", "MaceSplineArgs", false, 0});
   specs.push_back({"mace_spline_backward", "MaceSplineArgs", true, 0});
   for (int t = 0; t < static_cast<int>(model.mace->products.size()); ++t)

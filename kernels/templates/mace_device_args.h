@@ -20,7 +20,7 @@ struct MaceEdgeArgs {
   const int* sender;
   const int* species;
   const double* r_max_pairs;  ///< [S][S]
-  void* Y;                    ///< T [E][nsh]
+  void* Y;                    ///< T [E][nsh] (geometry: null when made per batch)
   void* ef;                   ///< T [E][nb]
   void* fc;                   ///< T [E] or null
   double* zbl;                ///< [E] or null
@@ -37,6 +37,10 @@ struct MaceEdgeArgs {
   double* edge_gradient;
   double zbl_scale, min_length;
   long long num_edges;
+  /// The gradient kernels add to edge_gradient instead of storing (CudaEngineOptions::
+  /// kept_rows kBatch: each batch's dE/dY is turned into forces as it is made, the radial
+  /// parts at the end, gY null there).
+  int accumulate;
 };
 
 /// radial spline N (src/engine/radial_spline.h): a table [intervals + 1][2][width] (values and
