@@ -201,8 +201,10 @@ std::shared_ptr<DeviceBackend> make_backend(const std::string& name) {
 std::unique_ptr<CudaEngine> engine_for(const model::Model& m, Precision p,
                                        const std::string& backend, bool deterministic = true,
                                        std::size_t edge_batch = 0, bool fused = false,
-                                       bool fused_spline = true) {
+                                       bool fused_spline = true,
+                                       KeptRows kept_rows = KeptRows::kAuto) {
   CudaEngineOptions o;
+  o.kept_rows = kept_rows;
   o.fused_spline = fused_spline;
   o.deterministic = deterministic;
   o.edge_batch = edge_batch;
@@ -587,6 +589,12 @@ TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
     EngineResult rb;
     batched->compute(g, rb, &exchange);
     expect_close(rb, ref, s.n(), Tol{1e-12, 1e-12});
+    // And with every row one batch's, made again in the backward.
+    auto rows = engine_for(c.model, Precision::kFloat64, "emulated", true, 3, false, true,
+                           KeptRows::kBatch);
+    EngineResult rr;
+    rows->compute(g, rr, &exchange);
+    expect_close(rr, ref, s.n(), Tol{1e-12, 1e-12});
     EXPECT_THROW(dev->compute(g, r, nullptr), Error);
   }
 }
@@ -650,6 +658,24 @@ TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
     dev->compute_device(rg, DeviceResult{energy.data(), ae.data(), rgrad.data()}, nullptr, nullptr);
     EXPECT_EQ(max_diff(rgrad.download(), rref.edge_gradient), 0.0);
     EXPECT_NEAR(energy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
+  }
+  {
+    // Every row one batch's (kept_rows kBatch): the per-batch forces go into the caller's
+    // (poisoned) gradient rows, cleared first.
+    auto rows = engine_for(c.model, Precision::kFloat64, "emulated", true, s.center.size() / 3,
+                           false, true, KeptRows::kBatch);
+    DeviceBackend& rb = rows->backend();
+    DeviceArray<int> bsp(rb), bce(rb), bnb(rb);
+    DeviceArray<double> bvec(rb), benergy(rb, 1), bae(rb, s.n()), bgrad(rb, s.vec.size());
+    bsp.upload(s.species), bce.upload(s.center), bnb.upload(s.neighbor), bvec.upload(s.vec);
+    bgrad.poison();
+    DeviceAtomGraph bg{s.n(),      s.n(),      s.center.size(), bsp.data(),
+                       bce.data(), bnb.data(), bvec.data()};
+    rows->compute_device(bg, DeviceResult{benergy.data(), bae.data(), bgrad.data()}, nullptr,
+                         nullptr);
+    EXPECT_LE(max_diff(bgrad.download(), ref.edge_gradient),
+              1e-10 * std::max(1.0, max_abs(ref.edge_gradient)));
+    EXPECT_NEAR(benergy.download()[0], ref.energy, 1e-12 * std::abs(ref.energy));
   }
   // An out-of-range neighbour: declined on the device, the host engine's message from the host.
   {
@@ -858,8 +884,10 @@ const std::vector<ArchCase>& arch_cases() {
 }
 
 std::unique_ptr<CudaEngine> arch_engine(const ArchCase& c, Precision p, const std::string& be,
-                                        bool deterministic = true, std::size_t edge_batch = 0) {
+                                        bool deterministic = true, std::size_t edge_batch = 0,
+                                        KeptRows kept_rows = KeptRows::kAuto) {
   CudaEngineOptions o;
+  o.kept_rows = kept_rows;
   o.deterministic = deterministic;
   o.edge_batch = edge_batch;
   o.backend = make_backend(be);
@@ -922,10 +950,12 @@ TEST(MaceCudaEngine, NonLinearBlocksMatchTheHostEngineInFloat64) {
         ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);  // a meaningful comparison
         const Observables oref = observables(s, ref);
         for (bool det : {true, false})
-          for (std::size_t batch : {std::size_t(0), s.center.size() / 3 + 1}) {
+          for (std::size_t batch : {std::size_t(0), s.center.size() / 3 + 1, std::size_t(1)}) {
+            // Batches of one edge: every row one batch's, made again in the backward.
+            const KeptRows kept = batch == 1 ? KeptRows::kBatch : KeptRows::kAuto;
             SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " batch " +
                          std::to_string(batch));
-            auto dev = arch_engine(c, Precision::kFloat64, be, det, batch);
+            auto dev = arch_engine(c, Precision::kFloat64, be, det, batch, kept);
             EngineResult r;
             dev->compute(graph_of(s), r, nullptr);
             const ArchErrors e = arch_errors(s, r, ref);
@@ -1025,8 +1055,10 @@ TEST(MaceCudaEngine, NonLinearBlocksWithGhostAtomsGiveTheNoGhostResult) {
     const System s = periodic_cell(c.model.num_species(), 5, c.model.r_max);
     const ImageGhosts ig = image_ghosts(s);
     ASSERT_FALSE(ig.owner.empty());
-    for (std::size_t batch : {std::size_t(0), std::size_t(3)}) {
-      auto dev = arch_engine(c, Precision::kFloat64, "emulated", true, batch);
+    for (std::size_t batch : {std::size_t(0), std::size_t(3), std::size_t(4)}) {
+      // Batches of 4 edges with every row one batch's (made again in the backward).
+      auto dev = arch_engine(c, Precision::kFloat64, "emulated", true, batch,
+                             batch == 4 ? KeptRows::kBatch : KeptRows::kAuto);
       EngineResult ref, r;
       dev->compute(graph_of(s), ref, nullptr);
       OwnerMapExchange exchange(s.n(), ig.owner);
