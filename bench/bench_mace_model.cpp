@@ -57,7 +57,7 @@
 
 #include "bench_structure.h"
 #include "clebsch/engine/engine.h"
-#include "clebsch/engine/mace_engine.h"
+#include "clebsch/engine/host_engine.h"
 #include "clebsch/engine/radial_spline.h"
 #include "clebsch/model/model_reader.h"
 #include "clebsch/support/error.h"
@@ -195,8 +195,7 @@ std::unique_ptr<Engine> make_cuda(const clebsch::model::Model& model, Precision 
 
 std::unique_ptr<Engine> make_engine(const std::string& kind, const clebsch::model::Model& model,
                                     Precision precision, const Options& opt) {
-  if (kind == "host" || kind == "host-spline")
-    return std::make_unique<clebsch::MaceEngine>(model, precision);
+  if (kind == "host" || kind == "host-spline") return clebsch::make_host_engine(model, precision);
   return make_cuda(model, precision, opt, kind);
 }
 
