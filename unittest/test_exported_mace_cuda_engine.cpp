@@ -267,7 +267,8 @@ TEST(MaceCudaEngine, MatchesTheHostEngineInEveryPrecision) {
 // The fused radial form (CudaEngineOptions::fused_radial: no per-edge weights stored) against
 // the host engine in float64: both modes, one batch and batches of a third of the edges (the
 // hidden rows recomputed in the backward, dE/dh accumulated batch after batch); float32 and
-// mixed within model-spec §5's band, as the unfused form is in the tests above. The emulated
+// mixed within model-spec §5's band, as the unfused form is in the tests above; batches with
+// every row one batch's (kept_rows kBatch) in float64, deterministic. The emulated
 // backend (CI, ~10x slower than the GPU) runs batches in the deterministic mode only and skips
 // mixed, whose network type is float32's.
 TEST(MaceCudaEngine, TheFusedRadialFormMatchesTheHostEngine) {
@@ -289,6 +290,16 @@ TEST(MaceCudaEngine, TheFusedRadialFormMatchesTheHostEngine) {
           dev->compute(graph_of(s), r, nullptr);
           expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
         }
+      {
+        // The rows of one batch too (kept_rows kBatch): the receiver pass made again from the
+        // batch's hidden rows, whose MLP activations its radial backward then reads.
+        SCOPED_TRACE(be + " " + c.name + " deterministic, batch rows");
+        auto dev = engine_for(c.model, Precision::kFloat64, be, true, s.center.size() / 3 + 1, true,
+                              true, KeptRows::kBatch);
+        EngineResult r;
+        dev->compute(graph_of(s), r, nullptr);
+        expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+      }
       for (Precision p : {Precision::kFloat32, Precision::kMixed}) {
         if (!full && p == Precision::kMixed) continue;
         SCOPED_TRACE(be + " " + c.name + " " + to_string(p));
@@ -393,6 +404,16 @@ TEST(MaceCudaEngine, TheRadialSplineMatchesTheHostEngine) {
             dev->compute(graph_of(s), r, nullptr);
             expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
           }
+      {
+        // The fused spline form with every row one batch's (kept_rows kBatch): the form that
+        // the largest systems run.
+        SCOPED_TRACE(be + " " + c.name + " fused, batch rows");
+        auto dev = engine_for(m, Precision::kFloat64, be, true, s.center.size() / 3 + 1, false,
+                              true, KeptRows::kBatch);
+        EngineResult r;
+        dev->compute(graph_of(s), r, nullptr);
+        expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+      }
       for (bool fused_spline : {true, false})
         for (Precision p : {Precision::kFloat32, Precision::kMixed}) {
           if (!full) continue;
