@@ -109,6 +109,8 @@ class NequipCuda final : public CudaEngineBase<NequipEngine> {
 
  private:
   void drop_kept_weights() override;
+  // The per-call buffers' names in the backend's ledger (constructor).
+  void name_buffers();
   // The edge MLP's output for batch @p batch of layer @p Lk into @p w (the MLP keeps its
   // activations for the backward of those rows); returns w's data. Fused: the MLP's last hidden
   // rows, in its own scratch (w unused).
@@ -163,6 +165,9 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
                              const CudaEngineOptions& options)
     : CudaEngineBase<NequipEngine>(model, precision, options, sizeof(T)) {
   DeviceBackend& b = *backend_;
+  // What the constructor allocates and names no further is the model (weights, tables, kernels'
+  // status words): fixed in size.
+  AllocationScope model_scope(b.ledger(), {"model: weights and tables", BufferScale::kFixed});
   const model::Nequip& m = *model.nequip;
   S_ = model.num_species();
   nsh_ = (model.sh_lmax + 1) * (model.sh_lmax + 1);
@@ -239,6 +244,35 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
   k_gradient_ = &module_->kernel("nequip_edge_gradient");
   k_energy_ = &module_->kernel("nequip_energy");
   b.synchronize(nullptr);  // the uploads above read host vectors that die here
+  name_buffers();
+}
+
+// Every per-call buffer by name in the backend's ledger (memory_usage().device_buffers), with
+// what it grows with; the per-layer ones once per layer ("layer[k].W").
+template <class T, class G>
+void NequipCuda<T, G>::name_buffers() {
+  const BufferScale E = BufferScale::kEdge, A = BufferScale::kAtom, F = BufferScale::kFixed;
+  auto nm = [](auto& a, const std::string& name, BufferScale scale) { a.name(name, scale); };
+  nm(species_buf_, "graph: species", A), nm(vector_buf_, "graph: vectors", E);
+  nm(atom_energy_, "result: atom energies", A), nm(edge_grad_, "result: dE/dvector", E);
+  nm(status_, "geometry status", F), nm(wb_, "W (one batch: edge MLP weights)", E);
+  nm(Y_, "Y (edge harmonics)", E), nm(emb_, "edge embedding (radial basis)", E);
+  nm(zbl_edge_, "ZBL per edge", E), nm(zbl_node_, "ZBL per atom", A);
+  nm(h_, "h (node features)", A), nm(h_next_, "h next", A), nm(node_c_, "norm per node", A);
+  nm(message_, "message (conv output)", A), nm(e_net_, "readout energies", A);
+  nm(seed_, "readout seed", A), nm(gh_, "dE/dh", A), nm(gh_in_, "dE/dh in", A);
+  nm(gy_, "dE/dy (gate input)", A), nm(gm_, "dE/dmessage", A), nm(gx_, "dE/dx (senders)", A);
+  nm(gsh_, "dE/dY (one batch, T: mixed precision)", E), nm(gw_, "dE/dW (one batch)", E);
+  nm(gemb_, "dE/d(edge embedding) (one batch)", E), nm(grad_sh_, "dE/dY (all layers, G)", E);
+  nm(grad_emb_, "dE/d(edge embedding) (all layers, G)", E);
+  for (std::size_t k = 0; k < layers_.size(); ++k) {
+    NqLayer<T>& L = layers_[k];
+    const std::string l = "layer[" + std::to_string(k) + "].";
+    nm(L.x, l + "x (conv input)", A), nm(L.W, l + "W (edge MLP weights, kept)", E);
+    nm(L.y, l + "y (gate input)", A);
+    L.edge_mlp.name_scratch(l + "edge MLP");
+  }
+  readout_.name_scratch("readout MLP");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -254,6 +288,7 @@ void NequipCuda<T, G>::drop_kept_weights() {
 template <class T, class G>
 void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostExchange* exchange) {
   check_nequip_graph(g, exchange != nullptr, limits_);
+  start_call_peak();
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   const Stream s = nullptr;
   order_edges_on_host(g.center, g.neighbor, s);
@@ -264,6 +299,7 @@ void NequipCuda<T, G>::compute(const AtomGraph& g, EngineResult& result, GhostEx
   run(species_buf_.data(), vector_buf_.data(), atom_energy_.data(), edge_grad_.data(), exchange,
       false, s);
   download_results(atom_energy_, edge_grad_, result, s);
+  end_call_peak();
 }
 
 template <class T, class G>
@@ -301,6 +337,7 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
       throw;  // not reached: the host checks find the same index error
     }
   };
+  start_call_peak();
   N_ = g.num_nodes, L_ = g.num_local, E_ = g.num_edges;
   const bool counts_ok = g.num_local <= g.num_nodes &&
                          g.num_nodes <= static_cast<std::size_t>(INT32_MAX) &&
@@ -322,6 +359,7 @@ void NequipCuda<T, G>::compute_device(const DeviceAtomGraph& g, const DeviceResu
     recheck_on_host(g, host.species, host.center, host.neighbor, exchange, s);
   }
   device_total(ae, r.energy, s);
+  end_call_peak();
 }
 
 // ---------------------------------------------------------------------------------------------
