@@ -463,12 +463,13 @@ TEST_P(NequipCuda, EdgeBatchesMatchTheHostAndTheOneBatchResult) {
 // The device-memory ledger (EngineMemory::device_buffers) names every buffer of a call: none is
 // "unnamed", their bytes add up to what the backend holds, the call's peak is at least that,
 // and the one-batch call keeps every layer's edge MLP weights while a call in batches holds one
-// batch's (W per layer released, a batch's W instead).
+// batch's (W per layer released, a batch's W instead), as its messages and their gradient are
+// one batch's centres' rows.
 TEST_P(NequipCuda, TheDeviceLedgerNamesEveryBuffer) {
   const model::Model m = read_model(bundled_path());
   NequipEngine host(m, Precision::kFloat64);
   const Graph g = periodic_graph(host, 6);
-  std::size_t kept_w = 0, batch_w = 0;
+  std::size_t kept_w = 0, batch_w = 0, messages[2] = {0, 0};
   for (std::size_t cap : {std::size_t(0), g.center.size() / 3}) {
     SCOPED_TRACE("cap " + std::to_string(cap));
     auto dev = engine(m, Precision::kFloat32, true, cap);
@@ -480,12 +481,16 @@ TEST_P(NequipCuda, TheDeviceLedgerNamesEveryBuffer) {
       sum += b.bytes;
       if (b.name == "layer[0].W (edge MLP weights, kept)") (cap ? batch_w : kept_w) += b.bytes;
       if (cap && b.name == "W (one batch: edge MLP weights)") EXPECT_GT(b.bytes, 0u);
+      if (b.name.rfind("message (", 0) == 0 || b.name.rfind("dE/dmessage", 0) == 0)
+        messages[cap ? 1 : 0] += b.bytes;
     }
     EXPECT_EQ(sum, mem.device_bytes);
     EXPECT_GE(mem.device_peak_bytes, mem.device_bytes);
   }
   EXPECT_GT(kept_w, 0u);
   EXPECT_EQ(batch_w, 0u);
+  EXPECT_GT(messages[1], 0u);
+  EXPECT_LT(messages[1], messages[0]) << "the messages hold every centre's rows in batches";
 }
 
 TEST_P(NequipCuda, EdgeBatchesInFloat32AndMixedMatchTheHostEngine) {

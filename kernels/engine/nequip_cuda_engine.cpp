@@ -23,8 +23,11 @@
 // In the fused radial form (CudaEngineOptions::fused_radial) the convolution makes each edge's
 // weights itself from the edge MLP's last hidden rows and its last (plain linear) layer, and its
 // backward gives dE/d(hidden rows): no E x weight_numel tensor at all, kept or per batch.
-// The results are the one-batch results to rounding (dE/dx of a sender is summed batch after
-// batch), and bitwise reproducible in deterministic mode.
+// The messages (the convolution's output, a layer's widest rows) and their gradient hold one
+// batch's centres: linear_2 runs batch by batch behind the receiver pass, and its backward
+// before each batch's sender pass; the batch cap keeps those rows within a sixteenth of the
+// device. The results are the one-batch results to rounding (dE/dx of a sender is summed batch
+// after batch), and bitwise reproducible in deterministic mode.
 //
 // Host round trips: the graph in and the results out, and with a GhostExchange the per-layer
 // ghost rows (staged through host memory). Validation: compute() runs the host engine's checks
@@ -231,6 +234,11 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
     const std::size_t gradients = max_width + nsh_ + nb_;
     budget_.keep_per_edge += scratch + gradients;
     budget_.batch_per_edge = max_weights + scratch + gradients;
+    // The messages of one batch's centres and, in the backward, their gradient: a layer's
+    // widest rows (74 KB per atom each of a nequip-benzene-sized model in float32).
+    for (const NqLayer<T>& L : layers_)
+      budget_.batch_per_centre =
+          std::max(budget_.batch_per_centre, 2 * static_cast<std::size_t>(L.dim_mid));
   }
   readout_ = DeviceMlp<T>(b, m.readout, "readout");
   type_embedding_.upload(std::vector<T>(m.type_embedding.begin(), m.type_embedding.end()));
@@ -259,9 +267,10 @@ void NequipCuda<T, G>::name_buffers() {
   nm(Y_, "Y (edge harmonics)", E), nm(emb_, "edge embedding (radial basis)", E);
   nm(zbl_edge_, "ZBL per edge", E), nm(zbl_node_, "ZBL per atom", A);
   nm(h_, "h (node features)", A), nm(h_next_, "h next", A), nm(node_c_, "norm per node", A);
-  nm(message_, "message (conv output)", A), nm(e_net_, "readout energies", A);
+  nm(message_, "message (one batch's conv output)", A), nm(e_net_, "readout energies", A);
   nm(seed_, "readout seed", A), nm(gh_, "dE/dh", A), nm(gh_in_, "dE/dh in", A);
-  nm(gy_, "dE/dy (gate input)", A), nm(gm_, "dE/dmessage", A), nm(gx_, "dE/dx (senders)", A);
+  nm(gy_, "dE/dy (gate input)", A), nm(gm_, "dE/dmessage (one batch)", A),
+      nm(gx_, "dE/dx (senders)", A);
   nm(gsh_, "dE/dY (one batch, T: mixed precision)", E), nm(gw_, "dE/dW (one batch)", E);
   nm(gemb_, "dE/d(edge embedding) (one batch)", E), nm(grad_sh_, "dE/dY (all layers, G)", E);
   nm(grad_emb_, "dE/d(edge embedding) (all layers, G)", E);
@@ -483,23 +492,25 @@ void NequipCuda<T, G>::forward_layer(int k, GhostExchange* exchange, Stream s) {
   gk_->scale_rows(dt_, ScaleRowsArgs{Lk.x.data(), node_c_.data(), N, Lk.dim_x, Lk.dim_x, 0, 0, 0},
                   s);
 
-  // message[i] = sum over the edges into i of tp(x[sender], Y_e, edge_mlp(emb_e)); a batch
-  // writes its centres' rows.
-  size_at_least_one(message_, L_ * Lk.dim_mid);
-  message_.zero(s);
+  // message[i] = sum over the edges into i of tp(x[sender], Y_e, edge_mlp(emb_e)), the widest
+  // rows of a layer: one batch's centres at a time, each batch's through linear_2 into y.
+  size_at_least_one(message_, max_batch_centres() * Lk.dim_mid);
+  size_at_least_one(Lk.y, L_ * Lk.dim_y);
   for (std::size_t bt = 0; bt < edges_.num_batches(); ++bt) {
     // One batch: the weights stay in the layer for its backward.
     const T* w = batch_weights(Lk, bt, keep_weights_ ? Lk.W : wb_, s);
     if (keep_weights_) Lk.kept = w;
+    const long long rows = static_cast<long long>(batch_centres(bt));
     ConvBuffers c = conv_buffers(Lk, bt, w);
-    c.out = message_.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lk.dim_mid;
+    c.out = message_.data();
+    // The pass writes every row of its batch's centres (zeros for one without edges).
     Lk.conv->run(s, Pass::kForward, c);
+    Lk.linear_2.forward(*gk_, rows, message_.data(), Lk.dim_mid,
+                        Lk.y.data() + static_cast<std::size_t>(edges_.batch_centre[bt]) * Lk.dim_y,
+                        Lk.dim_y, false, nullptr, s);
   }
 
   // y = linear_2(message) + sc(h, a); h' = gate(y) (+ h); ghost rows of h' zero until exchanged.
-  size_at_least_one(Lk.y, L_ * Lk.dim_y);
-  Lk.linear_2.forward(*gk_, L, message_.data(), Lk.dim_mid, Lk.y.data(), Lk.dim_y, false, nullptr,
-                      s);
   if (Lk.sc) Lk.sc->forward(*gk_, L, h_.data(), Lk.dim_in, Lk.y.data(), Lk.dim_y, d_species_, s);
   size_at_least_one(h_next_, N_ * Lk.dim_out);
   h_next_.zero(s);
@@ -522,8 +533,8 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
   // gh_ holds dE/dh' on the local rows.
   size_at_least_one(gy_, L_ * Lk.dim_y);
   Lk.gate.backward(*gk_, L, Lk.y.data(), gh_.data(), Lk.dim_out, gy_.data(), s);
-  size_at_least_one(gm_, L_ * Lk.dim_mid);
-  Lk.linear_2.backward(*gk_, L, gy_.data(), Lk.dim_y, gm_.data(), Lk.dim_mid, false, nullptr, s);
+  // dE/dmessage follows batch by batch (one batch's centres' rows at a time).
+  size_at_least_one(gm_, max_batch_centres() * Lk.dim_mid);
   if (need_grad_h) {
     size_at_least_one(gh_in_, N_ * Lk.dim_in);
     gh_in_.zero(s);
@@ -556,7 +567,10 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
     size_at_least_one(gw_, n * Lk.conv_width);
     gw_.zero(s);
     ConvBuffers c = conv_buffers(Lk, bt, w);
-    c.grad_out = gm_.data() + r0 * Lk.dim_mid;
+    Lk.linear_2.backward(*gk_, static_cast<long long>(batch_centres(bt)),
+                         gy_.data() + r0 * Lk.dim_y, Lk.dim_y, gm_.data(), Lk.dim_mid, false,
+                         nullptr, s);
+    c.grad_out = gm_.data();
     c.grad_y = direct_gy ? static_cast<void*>(grad_sh_.data() + e0 * nsh_)
                          : static_cast<void*>(gsh_.data());
     c.accumulate_grad_y = direct_gy;
