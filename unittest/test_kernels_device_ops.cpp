@@ -10,6 +10,7 @@
 // when present.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -29,6 +30,7 @@
 #include "clebsch/nn/activation.h"
 #include "clebsch/nn/gate.h"
 #include "clebsch/nn/symmetric_contraction.h"
+#include "clebsch/support/error.h"
 #include "kernels/kernel_test_util.h"
 
 namespace clebsch::cuda {
@@ -160,13 +162,82 @@ TEST_P(DeviceOps, LinearsAndSpeciesSkipsMatchTheHostEngine) {
   }
 }
 
+// The radial MLPs by both routes: the fused chain (hidden layers in one kernel, the last layer a
+// GEMM; 77 rows: two whole tiles of the chain kernel and a part) and layer by layer.
 TEST_P(DeviceOps, MlpForwardAndBackwardMatchTheHostEngine) {
   const model::Mace& m = *bundled().mace;
-  for (const auto& in : m.interactions) {
-    DeviceMlp<double> dev(*backend_, in.radial_mlp, "radial_mlp");
-    mace_detail::Mlp<double> host(in.radial_mlp, "radial_mlp");
-    check_mlp(dev, host, 9, 3, 1e-14);
+  for (bool layerwise : {false, true}) {
+    SCOPED_TRACE(layerwise ? "layer by layer" : "fused chain");
+    if (layerwise) setenv("CLEBSCH_MLP_LAYERWISE", "1", 1);
+    for (const auto& in : m.interactions) {
+      DeviceMlp<double> dev(*backend_, in.radial_mlp, "radial_mlp");
+      EXPECT_EQ(dev.fused_chain(), !layerwise);
+      mace_detail::Mlp<double> host(in.radial_mlp, "radial_mlp");
+      check_mlp(dev, host, 77, 3, 1e-14);
+    }
+    unsetenv("CLEBSCH_MLP_LAYERWISE");
   }
+}
+
+// A chain with every option of a layer but LayerNorm: biases (the last layer's too, so the
+// chain runs every layer), several activations with their cst, an out_scale, widths that are no
+// multiple of the kernel's 4-column groups and one above its 64-column pass; forward and
+// backward against the host Mlp, in float64 and float32 (against the float64 host).
+TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
+  model::Mlp m;
+  const int widths[] = {9, 37, 70, 3};
+  const model::Activation acts[] = {{"silu", model::Activation::Kind::kSilu, 1.7},
+                                    {"tanh", model::Activation::Kind::kTanh, 1.2},
+                                    {"ssp", model::Activation::Kind::kSsp, 0.9}};
+  for (int l = 0; l < 3; ++l) {
+    model::Mlp::Layer L;
+    L.h_in = widths[l], L.h_out = widths[l + 1];
+    L.weight = test::randn(L.h_in * L.h_out, 60 + l);
+    L.bias = test::randn(L.h_out, 70 + l);
+    L.weight_scale = 1.0 / std::sqrt(double(L.h_in));
+    L.activation = acts[l];
+    L.out_scale = l == 1 ? 0.8 : 1.0;
+    m.layers.push_back(L);
+  }
+  DeviceMlp<double> dev(*backend_, m, "chain");
+  ASSERT_TRUE(dev.fused_chain());
+  mace_detail::Mlp<double> host(m, "chain");
+  const std::vector<double> gx = check_mlp(dev, host, 77, 11, 1e-13);
+  double gmax = 0;
+  for (double v : gx) gmax = std::max(gmax, std::abs(v));
+  EXPECT_GT(gmax, 1e-2);  // a meaningful comparison
+
+  DeviceMlp<float> devf(*backend_, m, "chain");
+  const int rows = 77;
+  const std::vector<double> x = test::randn(rows * 9, 11), gy = test::randn(rows * 3, 12);
+  std::vector<double> y(rows * 3), scratch(host.scratch_size(rows)),
+      g = gy, hgx(x.size()), work(2 * rows * host.max_width());
+  host.forward(rows, x.data(), y.data(), scratch.data());
+  host.backward(rows, scratch.data(), g.data(), hgx.data(), work.data());
+  DeviceArray<float> dx(*backend_), dgy(*backend_), dy(*backend_, y.size()),
+      dgx(*backend_, x.size());
+  dx.upload(std::vector<float>(x.begin(), x.end()));
+  dgy.upload(std::vector<float>(gy.begin(), gy.end()));
+  devf.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
+  devf.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
+  const std::vector<float> fy = dy.download(), fgx = dgx.download();
+  EXPECT_LE(test::rel_error(std::vector<double>(fy.begin(), fy.end()), y), 1e-5);
+  EXPECT_LE(test::rel_error(std::vector<double>(fgx.begin(), fgx.end()), hgx), 1e-5);
+}
+
+// The fused route reads the forward's input rows again: a backward of rows it never saw is an
+// error, not a gradient of whatever the pointer holds.
+TEST_P(DeviceOps, FusedMlpBackwardNeedsItsForward) {
+  const model::Mace& m = *bundled().mace;
+  DeviceMlp<double> dev(*backend_, m.interactions[0].radial_mlp, "radial_mlp");
+  ASSERT_TRUE(dev.fused_chain());
+  DeviceArray<double> g(*backend_, 5 * dev.dim_out()), gx(*backend_, 5 * dev.dim_in());
+  EXPECT_THROW(dev.backward(*gk_, 5, g.data(), gx.data(), nullptr), Error);
+  const std::vector<double> x = test::randn(4 * dev.dim_in(), 1);
+  auto dx = up(x);
+  DeviceArray<double> y(*backend_, 4 * dev.dim_out());
+  dev.forward(*gk_, 4, dx.data(), y.data(), nullptr);
+  EXPECT_THROW(dev.backward(*gk_, 5, g.data(), gx.data(), nullptr), Error);
 }
 
 // The generated per-layer kernels (mace_symcon_source.h) of the model's own module, forward and

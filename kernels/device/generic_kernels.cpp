@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <string_view>
 
+#include "clebsch/support/error.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
@@ -28,6 +30,24 @@ std::string_view gemm_detail(const GemmArgs& a, char (&buf)[96]) {
 
 double size_of_type(DType t) { return t == DType::kFloat64 ? 8.0 : 4.0; }
 
+// templates/mlp_chain.cuh.in's tile: kMlpRows rows a block, kMlpStride values a feature.
+constexpr int kMlpRows = 32, kMlpThreads = 128, kMlpStride = kMlpRows + 4;
+// What the chain kernels may ask for (DeviceMlp keeps its chains within it).
+constexpr unsigned kMlpMaxShared = 200 * 1024;
+
+// A chain's floor: x (and gy, gx in the backward) and y moved once, the weights once; 2 flops a
+// multiply-add, the backward's forward made again and its transposed products counted.
+KernelFloor mlp_floor(DType t, const MlpChainArgs& a, bool backward) {
+  const double e = size_of_type(t), rows = double(a.rows);
+  double weights = 0, fma = 0;
+  for (int l = 0; l < a.num_layers; ++l) {
+    const double w = double(a.dims[l]) * double(a.dims[l + 1]);
+    weights += w * (backward ? 2 : 1) + (a.b_off[l] >= 0 ? a.dims[l + 1] : 0);
+    fma += w * (backward ? 2 : 1);
+  }
+  const double io = double(a.dims[0]) * (backward ? 2 : 1) + double(a.dims[a.num_layers]);
+  return {e * (rows * io + weights), 2.0 * rows * fma};
+}
 // A GEMM's floor: A, B and C each moved once (C also read when beta != 0; B once, or once per
 // batch when it has a batch stride: a species-selected B counts once, a lower bound), the row
 // indices once, 2 m n k flops per batch.
@@ -53,7 +73,7 @@ LaunchDims grid_for(long long n, unsigned threads) {
 
 std::string generic_kernels_source() {
   return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
-         templates::k_generic_kernels;
+         templates::k_generic_kernels + "\n" + templates::k_mlp_chain;
 }
 
 std::vector<KernelSpec> generic_kernel_specs() {
@@ -76,6 +96,10 @@ std::vector<KernelSpec> generic_kernel_specs() {
   for (auto& k : two)
     for (const char* s : {"f32_f32", "f32_f64", "f64_f32", "f64_f64"})
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
+  // Block barriers and shared tiles: run as whole blocks by the emulator.
+  for (const char* k : {"mlp_forward", "mlp_backward"})
+    for (const char* s : {"f32", "f64"})
+      specs.push_back({std::string("clebsch_") + k + "_" + s, "MlpChainArgs", true, kMlpMaxShared});
   return specs;
 }
 
@@ -213,6 +237,32 @@ void GenericKernels::gate_forward(DType t, const GateArgs& a, Stream s) const {
 }
 void GenericKernels::gate_backward(DType t, const GateArgs& a, Stream s) const {
   backend_.launch(k("gate_backward", t), grid_for(a.rows * a.dim_in), s, a);
+}
+unsigned GenericKernels::mlp_shared_bytes(DType t, const MlpChainArgs& a, bool backward) {
+  long long tiles = 2LL * a.max_width;
+  if (backward)
+    for (int l = 0; l < a.num_layers; ++l) tiles += a.dims[l + 1];
+  return static_cast<unsigned>(tiles * kMlpStride * static_cast<long long>(size_of_type(t)));
+}
+void GenericKernels::mlp_forward(DType t, const MlpChainArgs& a, Stream s) const {
+  launch_mlp(t, a, false, s);
+}
+void GenericKernels::mlp_backward(DType t, const MlpChainArgs& a, Stream s) const {
+  launch_mlp(t, a, true, s);
+}
+void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, Stream s) const {
+  if (a.rows <= 0) return;
+  LaunchDims d;
+  d.threads = kMlpThreads;
+  d.grid_x =
+      static_cast<unsigned>(std::min<long long>((a.rows + kMlpRows - 1) / kMlpRows, 1 << 20));
+  d.shared_bytes = mlp_shared_bytes(t, a, backward);
+  if (d.shared_bytes > kMlpMaxShared)
+    throw Error("MLP chain: its tiles need " + std::to_string(d.shared_bytes) +
+                " bytes of shared memory, more than " + std::to_string(kMlpMaxShared));
+  const KernelFloor f = mlp_floor(t, a, backward);
+  backend_.set_timing_floor(f.bytes, f.flops);
+  backend_.launch(k(backward ? "mlp_backward" : "mlp_forward", t), d, s, a);
 }
 void GenericKernels::layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const {
   backend_.set_timing_floor(size_of_type(t) * double(a.rows) * double(a.cols) * 2.0);

@@ -84,6 +84,12 @@ class GenericKernels {
   /// e3nn's Gate (GateArgs; DeviceGate builds the tables).
   void gate_forward(DType t, const GateArgs& a, Stream s) const;
   void gate_backward(DType t, const GateArgs& a, Stream s) const;
+  /// A chain of dense layers on tiles of rows in shared memory (MlpChainArgs, DeviceMlp's
+  /// fused route): y = chain(x), and gx = (d chain / dx)^T gy with the forward made again.
+  void mlp_forward(DType t, const MlpChainArgs& a, Stream s) const;
+  void mlp_backward(DType t, const MlpChainArgs& a, Stream s) const;
+  /// The dynamic shared memory those kernels take for @p a (backward: every pre-activation).
+  static unsigned mlp_shared_bytes(DType t, const MlpChainArgs& a, bool backward);
   /// torch LayerNorm on rows (LayerNormArgs; DeviceMlp's layers with one).
   void layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const;
   void layer_norm_backward(DType t, const LayerNormArgs& a, Stream s) const;
@@ -101,6 +107,7 @@ class GenericKernels {
  private:
   const DeviceKernel& k(const std::string& base, DType t) const;
   const DeviceKernel& k2(const std::string& base, DType tx, DType ty) const;
+  void launch_mlp(DType t, const MlpChainArgs& a, bool backward, Stream s) const;
   DeviceBackend& backend_;
   std::unique_ptr<DeviceModule> module_;
   std::unique_ptr<DenseGemm> dense_;  // null: every GEMM on the generic kernel

@@ -4,6 +4,8 @@
 #include "clebsch/cuda/nn/device_mlp.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "clebsch/support/error.h"
 
@@ -11,7 +13,7 @@ namespace clebsch::cuda {
 
 template <class T>
 DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std::string& where)
-    : g0_(backend), g1_(backend) {
+    : g0_(backend), g1_(backend), chain_w_(backend), hidden_(backend), ghidden_(backend) {
   if (mlp.layers.empty()) throw ModelFormatError(where + ": MLP has no layers");
   dim_in_ = mlp.layers.front().h_in;
   int prev = dim_in_;
@@ -79,6 +81,92 @@ DeviceMlp<T>::DeviceMlp(DeviceBackend& backend, const model::Mlp& mlp, const std
   // MACE's radial MLP that width (thousands of weights per edge) would dominate device memory.
   for (std::size_t l = 1; l < layers_.size(); ++l)
     max_hidden_ = std::max(max_hidden_, layers_[l].h_in);
+  build_chain(backend, mlp);
+}
+
+namespace {
+
+bool layerwise_requested() {
+  const char* e = std::getenv("CLEBSCH_MLP_LAYERWISE");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
+
+}  // namespace
+
+template <class T>
+void DeviceMlp<T>::build_chain(DeviceBackend& backend, const model::Mlp& mlp) {
+  const int n = static_cast<int>(layers_.size());
+  if (layerwise_requested() || n > CLEBSCH_MLP_MAX_LAYERS) return;
+  for (const Layer& L : layers_)
+    if (L.has_ln) return;
+  // A wide plain last layer (a radial MLP's weights per edge: thousands of columns) is a GEMM
+  // on the chain's output; anything else must fit the chain's tiles.
+  last_gemm_ = n >= 2 && last_layer_is_linear();
+  const int layers = last_gemm_ ? n - 1 : n;
+  int max_width = dim_in_;
+  for (int l = 0; l < layers; ++l) max_width = std::max(max_width, layers_[l].h_out);
+  if (max_width > kChainMaxWidth) {
+    last_gemm_ = false;
+    return;
+  }
+  MlpChainArgs& a = chain_;
+  a = MlpChainArgs{};
+  a.num_layers = layers, a.max_width = max_width;
+  // Packed as the host packs them: weight_scale W rounded to T once; the transpose from the
+  // same rounded values, so that forward and backward use one set of weights.
+  std::vector<T> w;
+  long long z = 2LL * max_width;
+  for (int l = 0; l < layers; ++l) {
+    const auto& src = mlp.layers[l];
+    a.dims[l] = src.h_in;
+    a.w_off[l] = static_cast<long long>(w.size());
+    for (double v : src.weight) w.push_back(static_cast<T>(src.weight_scale * v));
+    a.wt_off[l] = static_cast<long long>(w.size());
+    for (int j = 0; j < src.h_out; ++j)
+      for (int i = 0; i < src.h_in; ++i)
+        w.push_back(w[static_cast<std::size_t>(a.w_off[l] + i * src.h_out + j)]);
+    a.b_off[l] = -1;
+    if (!src.bias.empty()) {
+      a.b_off[l] = static_cast<long long>(w.size());
+      for (double v : src.bias) w.push_back(static_cast<T>(v));
+    }
+    a.act[l] = layers_[l].has_act ? layers_[l].kind : -1;
+    a.cst[l] = layers_[l].cst, a.out_scale[l] = layers_[l].out_scale;
+    a.z_off[l] = z;
+    z += src.h_out;
+  }
+  a.dims[layers] = layers_[layers - 1].h_out;
+  const DType t = dtype_of<T>();
+  if (GenericKernels::mlp_shared_bytes(t, a, true) >
+      static_cast<unsigned>(backend.limits().max_shared_per_block)) {
+    last_gemm_ = false;
+    return;
+  }
+  chain_w_.upload(w);
+  chain_layers_ = layers;
+}
+
+template <class T>
+void DeviceMlp<T>::chain_forward(const GenericKernels& gk, int layers, long long rows, const T* x,
+                                 T* y, Stream s) const {
+  MlpChainArgs a = chain_;
+  a.num_layers = layers;
+  a.x = x, a.y = y, a.w = chain_w_.data();
+  a.rows = rows, a.ldx = dim_in_, a.ldy = a.dims[layers];
+  gk.mlp_forward(dtype_of<T>(), a, s);
+}
+
+template <class T>
+void DeviceMlp<T>::chain_backward(const GenericKernels& gk, int layers, long long rows, const T* gy,
+                                  T* gx, Stream s) const {
+  if (!x_ || rows != rows_)
+    throw Error("DeviceMlp: backward of " + std::to_string(rows) +
+                " rows without a forward of the same rows");
+  MlpChainArgs a = chain_;
+  a.num_layers = layers;
+  a.x = x_, a.gy = gy, a.gx = gx, a.w = chain_w_.data();
+  a.rows = rows, a.ldx = dim_in_, a.ldy = a.dims[layers];
+  gk.mlp_backward(dtype_of<T>(), a, s);
 }
 
 template <class T>
@@ -88,10 +176,21 @@ void DeviceMlp<T>::name_scratch(const std::string& prefix) {
       a->name(prefix + " activations", BufferScale::kEdge);
   g0_.name(prefix + " backward", BufferScale::kEdge);
   g1_.name(prefix + " backward", BufferScale::kEdge);
+  hidden_.name(prefix + " activations", BufferScale::kEdge);
+  ghidden_.name(prefix + " backward", BufferScale::kEdge);
 }
 
 template <class T>
 void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s) {
+  if (fused_chain()) {
+    x_ = x, rows_ = rows;
+    if (!last_gemm_) return chain_forward(gk, chain_layers_, rows, x, y, s);
+    const Layer& L = layers_.back();
+    hidden_.resize(rows * L.h_in);
+    chain_forward(gk, chain_layers_, rows, x, hidden_.data(), s);
+    return gk.gemm(dtype_of<T>(),
+                   GenericKernels::dense(hidden_.data(), L.w.data(), y, rows, L.h_out, L.h_in), s);
+  }
   g0_.resize(rows * max_hidden_);
   g1_.resize(rows * max_hidden_);
   forward_layers(gk, rows, x, y, layers_.size() - 1, s);
@@ -101,6 +200,12 @@ template <class T>
 const T* DeviceMlp<T>::forward_hidden(const GenericKernels& gk, long long rows, const T* x,
                                       Stream s) {
   if (layers_.size() < 2) throw Error("DeviceMlp::forward_hidden: the MLP has no hidden layer");
+  if (fused_chain() && last_gemm_) {
+    x_ = x, rows_ = rows;
+    hidden_.resize(rows * dim_hidden());
+    chain_forward(gk, chain_layers_, rows, x, hidden_.data(), s);
+    return hidden_.data();
+  }
   g0_.resize(rows * max_hidden_);
   g1_.resize(rows * max_hidden_);
   forward_layers(gk, rows, x, nullptr, layers_.size() - 2, s);
@@ -110,6 +215,7 @@ const T* DeviceMlp<T>::forward_hidden(const GenericKernels& gk, long long rows, 
 template <class T>
 void DeviceMlp<T>::backward_hidden(const GenericKernels& gk, long long rows, T* gh, T* gx,
                                    Stream s) {
+  if (fused_chain() && last_gemm_) return chain_backward(gk, chain_layers_, rows, gh, gx, s);
   g0_.resize(rows * max_hidden_);
   g1_.resize(rows * max_hidden_);
   backward_layers(gk, rows, layers_.size() - 2, gh, gx, s);
@@ -173,6 +279,16 @@ void DeviceMlp<T>::forward_layers(const GenericKernels& gk, long long rows, cons
 
 template <class T>
 void DeviceMlp<T>::backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s) {
+  if (fused_chain()) {
+    if (!last_gemm_) return chain_backward(gk, chain_layers_, rows, gy, gx, s);
+    // dE/dh = gy W^T: B(k = j, n = i) = W[i][j].
+    const Layer& L = layers_.back();
+    ghidden_.resize(rows * L.h_in);
+    GemmArgs gg = GenericKernels::dense(gy, L.w.data(), ghidden_.data(), rows, L.h_in, L.h_out);
+    gg.ldb = 1, gg.b_col = L.h_out;
+    gk.gemm(dtype_of<T>(), gg, s);
+    return chain_backward(gk, chain_layers_, rows, ghidden_.data(), gx, s);
+  }
   g0_.resize(rows * max_hidden_);
   g1_.resize(rows * max_hidden_);
   backward_layers(gk, rows, layers_.size() - 1, gy, gx, s);
@@ -208,6 +324,8 @@ void DeviceMlp<T>::backward_layers(const GenericKernels& gk, long long rows, std
 
 template <class T>
 std::size_t DeviceMlp<T>::scratch_per_row() const {
+  // The fused route: the chain's output rows and their gradient, where the last layer is a GEMM.
+  if (fused_chain()) return last_gemm_ ? 2 * static_cast<std::size_t>(dim_hidden()) : 0;
   // The ping-pong rows, the pre-activations and LayerNorm inputs, and forward_hidden's output.
   std::size_t n = 2 * static_cast<std::size_t>(max_hidden_);
   for (const Layer& L : layers_)
@@ -219,7 +337,8 @@ std::size_t DeviceMlp<T>::scratch_per_row() const {
 template <class T>
 void DeviceMlp<T>::release_scratch() {
   for (Layer& L : layers_) L.z.release(), L.a.release(), L.zp.release();
-  g0_.release(), g1_.release();
+  g0_.release(), g1_.release(), hidden_.release(), ghidden_.release();
+  x_ = nullptr, rows_ = -1;
 }
 
 template class DeviceMlp<float>;

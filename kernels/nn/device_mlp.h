@@ -2,11 +2,20 @@
 //
 // A dense MLP (model::Mlp, FORMAT.md §4.3: per layer z = (x W) weight_scale (+ bias), then
 // optionally torch's LayerNorm (mace-torch RadialMLP), then with an activation
-// a = out_scale cst phi(z)) on device rows, with its backward (vector-Jacobian
-// product with respect to the input). Weights are stored scaled (weight_scale W, rounded to T
-// once, as the host engine packs them). forward() keeps every layer's pre-activation in the
-// object's own scratch for the next backward() of the same rows: one DeviceMlp per use (MACE's
-// radial MLP of each layer) so that scratch is not shared.
+// a = out_scale cst phi(z)) on device rows, with its backward (vector-Jacobian product with
+// respect to the input). Weights are stored scaled (weight_scale W, rounded to T once, as the
+// host engine packs them).
+//
+// Two routes, chosen when the MLP is built:
+//   - fused (no LayerNorm, hidden widths up to kChainMaxWidth, at most CLEBSCH_MLP_MAX_LAYERS
+//     layers): the layers run as one chain kernel on tiles of rows in shared memory
+//     (templates/mlp_chain.cuh.in); a wide last linear layer (a radial MLP's weights per edge)
+//     is one GEMM on the chain's output. backward() makes the chain's forward again from the
+//     input rows of the last forward(), so nothing but the last hidden rows (and their
+//     gradient) is kept per row: those input rows must be unchanged until then;
+//   - layer by layer (LayerNorm; or CLEBSCH_MLP_LAYERWISE=1 for A/B runs): one GEMM and one
+//     activation kernel per layer, every pre-activation kept from forward() for backward().
+// One DeviceMlp per use (MACE's radial MLP of each layer), so that its scratch is not shared.
 #pragma once
 
 #include <string>
@@ -27,9 +36,11 @@ class DeviceMlp {
   int dim_in() const { return dim_in_; }
   int dim_out() const { return dim_out_; }
 
-  /// y[rows][dim_out] = mlp(x[rows][dim_in]) (row-major, contiguous).
+  /// y[rows][dim_out] = mlp(x[rows][dim_in]) (row-major, contiguous). The fused route reads
+  /// @p x again in backward(): it must stay unchanged until then.
   void forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s);
   /// gx[rows][dim_in] = (dy/dx)^T gy, for the rows of the last forward(); @p gy is clobbered.
+  /// @throws Error when no forward() (or forward_hidden()) of @p rows rows preceded it.
   void backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s);
   /// Whether the last layer is a plain linear map (no activation, bias or LayerNorm): the fused
   /// radial form of the convolution (TpProblem::fused_hidden) then evaluates it per edge tile.
@@ -49,8 +60,13 @@ class DeviceMlp {
   /// Frees the scratch (the next forward() allocates it again for its rows).
   void release_scratch();
   /// Names the per-row scratch in the backend's ledger: "@p prefix activations" (what forward()
-  /// keeps for backward()) and "@p prefix backward" (backward()'s ping-pong), both per row.
+  /// keeps for backward(): the fused route's last hidden rows) and "@p prefix backward"
+  /// (backward()'s rows), both per row.
   void name_scratch(const std::string& prefix);
+  /// Whether the layers run as one fused chain kernel (see the file comment).
+  bool fused_chain() const { return chain_layers_ > 0; }
+  /// The widest hidden layer the fused route takes (its tiles live in shared memory).
+  static constexpr int kChainMaxWidth = 256;
 
  private:
   struct Layer {
@@ -68,6 +84,22 @@ class DeviceMlp {
   DeviceArray<T> last_t_;   // the last layer's weights transposed (last_weights_t)
   DeviceArray<T> g0_, g1_;  // ping-pong rows: the forward's hidden outputs, then the backward's
   int dim_in_ = 0, dim_out_ = 0, max_hidden_ = 0;
+  // The fused route: the first chain_layers_ layers in one chain kernel (chain_w_: their
+  // weights, transposes and biases as MlpChainArgs packs them); with last_gemm_ the last layer
+  // is a GEMM on the chain's output rows (hidden_), else the chain is every layer. x_ and rows_:
+  // the input rows of the last forward, which backward() reads again.
+  int chain_layers_ = 0;
+  bool last_gemm_ = false;
+  DeviceArray<T> chain_w_, hidden_, ghidden_;
+  MlpChainArgs chain_{};
+  const T* x_ = nullptr;
+  long long rows_ = -1;
+  // The chain of the first @p layers layers: forward x -> y, or backward (x, gy) -> gx.
+  void chain_forward(const GenericKernels& gk, int layers, long long rows, const T* x, T* y,
+                     Stream s) const;
+  void chain_backward(const GenericKernels& gk, int layers, long long rows, const T* gy, T* gx,
+                      Stream s) const;
+  void build_chain(DeviceBackend& backend, const model::Mlp& mlp);
   // The layers from the first through @p last, and their backward from layer @p top down.
   void forward_layers(const GenericKernels& gk, long long rows, const T* x, T* y, std::size_t last,
                       Stream s);

@@ -152,3 +152,26 @@ struct GateArgs {
   const double* in_act_cst;
   long long rows, dim_in, dim_out, ld_out;
 };
+
+/// A chain of dense layers on rows (templates/mlp_chain.cuh.in; DeviceMlp's fused route): layer
+/// l maps dims[l] -> dims[l + 1] values, z = a W_l + b_l, a' = out_scale[l] phi_l(z) (phi with
+/// its cst: kernels' clebsch_act; act[l] < 0: a' = z). In w, in T: W_l row-major [dims[l]][dims[l
+/// + 1]] at w_off[l], its transpose at wt_off[l], its bias at b_off[l] (-1: none). Forward:
+/// y = chain(x); backward: gx = (d chain / dx)^T gy, x the forward's rows. x and gx have row
+/// stride ldx, y and gy ldy. Shared memory: z_off[l] (in tiles of the kernel's row stride) is
+/// where the backward keeps layer l's pre-activations; the forward needs 2 max_width tiles.
+#define CLEBSCH_MLP_MAX_LAYERS 8
+struct MlpChainArgs {
+  const void* x;
+  void* y;
+  const void* gy;
+  void* gx;
+  const void* w;
+  long long rows, ldx, ldy;
+  int num_layers, max_width;
+  int dims[CLEBSCH_MLP_MAX_LAYERS + 1];
+  int act[CLEBSCH_MLP_MAX_LAYERS];
+  long long w_off[CLEBSCH_MLP_MAX_LAYERS], wt_off[CLEBSCH_MLP_MAX_LAYERS];
+  long long b_off[CLEBSCH_MLP_MAX_LAYERS], z_off[CLEBSCH_MLP_MAX_LAYERS];
+  double cst[CLEBSCH_MLP_MAX_LAYERS], out_scale[CLEBSCH_MLP_MAX_LAYERS];
+};
