@@ -119,14 +119,19 @@ void DeviceMlp<T>::build_chain(DeviceBackend& backend, const model::Mlp& mlp) {
   for (int l = 0; l < layers; ++l) {
     const auto& src = mlp.layers[l];
     a.dims[l] = src.h_in;
+    // Every matrix and bias at a multiple of 4 values: the kernel's vector loads of 4 columns.
+    const auto align4 = [&w] { w.resize((w.size() + 3) / 4 * 4, T(0)); };
+    align4();
     a.w_off[l] = static_cast<long long>(w.size());
     for (double v : src.weight) w.push_back(static_cast<T>(src.weight_scale * v));
+    align4();
     a.wt_off[l] = static_cast<long long>(w.size());
     for (int j = 0; j < src.h_out; ++j)
       for (int i = 0; i < src.h_in; ++i)
         w.push_back(w[static_cast<std::size_t>(a.w_off[l] + i * src.h_out + j)]);
     a.b_off[l] = -1;
     if (!src.bias.empty()) {
+      align4();
       a.b_off[l] = static_cast<long long>(w.size());
       for (double v : src.bias) w.push_back(static_cast<T>(v));
     }
