@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "clebsch/cuda/device/cuda_driver.h"
+#include "clebsch/cuda/device/device_backend.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
 #include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/cuda/generator/emit_conv.h"
@@ -182,6 +183,33 @@ TEST(NvrtcModule, DefaultCacheDirFollowsTheEnvironment) {
   if (std::getenv("XDG_CACHE_HOME") == nullptr && std::getenv("HOME"))
     EXPECT_EQ(default_cache_dir(), std::string(std::getenv("HOME")) + "/.cache/clebsch/kernels");
   if (old) setenv("CLEBSCH_KERNEL_CACHE", saved.c_str(), 1);
+}
+
+// CLEBSCH_PRECOMPILE_ARCH: a module the emulated backend loads is also in the kernel cache, under
+// the key the CUDA backend (options: the architecture alone) will look for; without it, not.
+TEST(NvrtcModule, EmulatedBackendPrecompilesForTheNamedArchitecture) {
+  TempDir dir;
+  const char* old = std::getenv("CLEBSCH_KERNEL_CACHE");
+  const std::string saved = old ? old : "";
+  setenv("CLEBSCH_KERNEL_CACHE", dir.str().c_str(), 1);
+  const std::string source =
+      "struct TinyArgs { float* p; };\n"
+      "extern \"C\" __global__ void tiny_pre(TinyArgs a) { a.p[threadIdx.x] = 2.0f; }\n";
+  CompileOptions o;
+  o.arch = "sm_90";
+  {
+    auto be = make_emulated_backend();
+    be->load({"tiny_pre.cu", source, {{"tiny_pre", "TinyArgs", false, 0}}});
+    EXPECT_FALSE(is_cached(source, o));
+    setenv("CLEBSCH_PRECOMPILE_ARCH", "sm_90", 1);
+    be->load({"tiny_pre.cu", source, {{"tiny_pre", "TinyArgs", false, 0}}});
+    unsetenv("CLEBSCH_PRECOMPILE_ARCH");
+    EXPECT_TRUE(is_cached(source, o));
+  }
+  if (old)
+    setenv("CLEBSCH_KERNEL_CACHE", saved.c_str(), 1);
+  else
+    unsetenv("CLEBSCH_KERNEL_CACHE");
 }
 
 TEST(NvrtcModule, CompilationFailureCarriesTheFullLog) {

@@ -21,6 +21,7 @@
 
 #include "clebsch/cuda/device/content_hash.h"
 #include "clebsch/cuda/device/device_backend.h"
+#include "clebsch/cuda/device/nvrtc_module.h"
 #include "clebsch/support/error.h"
 #include "kernel_templates.h"
 
@@ -112,7 +113,20 @@ class EmulatedBackend final : public DeviceBackend {
     return compiler_identity_;
   }
   bool emulated() const override { return true; }
+  // The emulated backend reports an H100/H200's limits (BackendLimits' defaults), so the modules
+  // it builds have the sources a CUDA backend on one of those builds.
   BackendLimits limits() const override { return {}; }
+  // CLEBSCH_PRECOMPILE_ARCH=sm_90: every module loaded here is also compiled with NVRTC for that
+  // architecture into the kernel cache (compile_cubin, the CUDA backend's options), so that an
+  // emulated run on a machine without a GPU (an engine on a small structure, a test suite)
+  // leaves a cache that a later run on the GPU reads instead of compiling there.
+  static void precompile(const ModuleSource& m) {
+    const char* arch = std::getenv("CLEBSCH_PRECOMPILE_ARCH");
+    if (!arch || !*arch) return;
+    CompileOptions o;
+    o.arch = arch;
+    compile_cubin(m.source, m.name, o);
+  }
 
   void* allocate(std::size_t bytes) override {
     if (bytes == 0) return nullptr;
@@ -152,6 +166,7 @@ class EmulatedBackend final : public DeviceBackend {
   void synchronize(Stream) override {}
 
   std::unique_ptr<DeviceModule> load(const ModuleSource& m) override {
+    precompile(m);
     std::string text = std::string(templates::k_emulation_shim) +
                        strip_shared_declaration(m.source) + "\n// ---- emulation trampolines\n";
     for (const KernelSpec& k : m.kernels)
