@@ -538,9 +538,19 @@ TEST_P(GenericKernelsCublas, RouteDecision) {
   EXPECT_NE(forced.gemm_route().find("CLEBSCH_NO_CUBLAS"), std::string::npos);
 }
 
+// The routed GenericKernels is made with CLEBSCH_NO_TF32X3=1: the float32 GEMMs of many rows
+// would otherwise take the 3xTF32 kernel (tf32x3_gemm.h; test_kernels_tf32x3_gemm holds it to
+// its own bound), and these tests are about the cuBLAS route.
 template <class T>
 void compare_routes(DeviceBackend& be, const std::vector<Problem>& problems, double tol) {
+  const char* old = std::getenv("CLEBSCH_NO_TF32X3");
+  const std::string saved = old ? old : "";
+  setenv("CLEBSCH_NO_TF32X3", "1", 1);
   GenericKernels routed(be);
+  if (old)
+    setenv("CLEBSCH_NO_TF32X3", saved.c_str(), 1);
+  else
+    unsetenv("CLEBSCH_NO_TF32X3");
   GenericKernels generic(be, GenericKernels::GemmRoute::kGeneric);
   for (const Problem& pr : problems) {
     SCOPED_TRACE(pr.name);

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "clebsch/cuda/device/tf32x3_gemm.h"
 #include "clebsch/support/error.h"
 #include "kernel_templates.h"
 
@@ -73,7 +75,7 @@ LaunchDims grid_for(long long n, unsigned threads) {
 
 std::string generic_kernels_source() {
   return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
-         templates::k_generic_kernels + "\n" + templates::k_mlp_chain;
+         templates::k_generic_kernels + "\n" + templates::k_mlp_chain + tf32x3_kernels_source();
 }
 
 std::vector<KernelSpec> generic_kernel_specs() {
@@ -100,6 +102,7 @@ std::vector<KernelSpec> generic_kernel_specs() {
   for (const char* k : {"mlp_forward", "mlp_backward"})
     for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k + "_" + s, "MlpChainArgs", true, kMlpMaxShared});
+  for (KernelSpec& s : tf32x3_kernel_specs()) specs.push_back(std::move(s));
   return specs;
 }
 
@@ -107,6 +110,8 @@ GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backen
   total_bounds_.name("generic kernels: total's bounds", BufferScale::kFixed);
   workspace_.name("generic kernels: gemm_ir_mul workspace (rows up to 65,536)", BufferScale::kAtom);
   module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
+  tf32x3_ = route == GemmRoute::kAuto && !tf32x3_disabled_by_env() &&
+            backend_.limits().sm_major >= 8;  // TF32 MMAs and cp.async
   // After load(): the backend has made its context current, which the cuBLAS handle binds to.
   if (route == GemmRoute::kAuto)
     dense_ = DenseGemm::create(backend_, &gemm_route_);
@@ -160,7 +165,24 @@ void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
   }
 }
 
+void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
+  const std::optional<Tf32x3Plan> p = plan_tf32x3_gemm(DType::kFloat32, a);
+  if (!p)
+    throw Error("gemm_tf32x3: the " + std::to_string(a.m) + "x" + std::to_string(a.n) + "x" +
+                std::to_string(a.k) +
+                " GEMM is not a form the 3xTF32 kernels take (batch 1, no gathers or "
+                "selection, unit column strides in A and C, a unit stride in B)");
+  if (backend_.kernel_timing()) {
+    char detail[96];
+    backend_.set_timing_detail(gemm_detail(a, detail));
+    const KernelFloor f = gemm_floor(DType::kFloat32, a);
+    backend_.set_timing_floor(f.bytes, f.flops);
+  }
+  backend_.launch(module_->kernel(p->kernel->name), p->dims, s, a);
+}
+
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
+  if (tf32x3_ && tf32x3_route(t, a)) return gemm_tf32x3(a, s);
   if (dense_ && ir_mul_route(a)) return gemm_ir_mul(t, a, s);
   const bool timing = backend_.kernel_timing();
   char detail[96];

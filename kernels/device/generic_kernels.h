@@ -10,10 +10,13 @@
 // take per-row weight selection (species-dependent linears without a batch per species) and
 // arbitrary element strides (mul_ir blocks of e3nn linears), and keep libclebsch_cuda free of
 // load-time CUDA dependencies. It is one output element per thread, in the network precision
-// (float32 never goes through TF32, so the model-spec tolerances hold). On the CUDA backend,
-// gemm() sends plain dense GEMMs (radial MLPs, l = 0 blocks of linears) and the per-m batches of
-// l > 0 linear blocks to cuBLAS, loaded at run time (dense_gemm.h: the routing rule, and
-// CLEBSCH_NO_CUBLAS=1 to force the kernel); the engines see one GemmArgs interface either way.
+// (float32 never goes through plain TF32, so the model-spec tolerances hold). On both backends,
+// gemm() sends float32 plain dense GEMMs of many rows (radial MLPs over the edges, l = 0 blocks
+// of linears) to the 3xTF32 tensor-core kernel, float32 accurate (tf32x3_gemm.h: the routing
+// rule, and CLEBSCH_NO_TF32X3=1 for the old route). On the CUDA backend, it sends the other
+// plain dense GEMMs (float64, few rows) and the per-m batches of l > 0 linear blocks to cuBLAS,
+// loaded at run time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the
+// kernel); the engines see one GemmArgs interface either way.
 #pragma once
 
 #include <memory>
@@ -51,16 +54,18 @@ class GenericKernels {
  public:
   /// Which implementation gemm() may use for the GEMMs cuBLAS can take (plan_cublas_gemm).
   enum class GemmRoute {
-    kAuto,     ///< cuBLAS where DenseGemm::create gives one (CUDA backend, library loads)
+    kAuto,     ///< 3xTF32 where tf32x3_route says (unless CLEBSCH_NO_TF32X3), then cuBLAS
+               ///< where DenseGemm::create gives one (CUDA backend, library loads)
     kGeneric,  ///< always the generic kernel (tests comparing the two routes)
   };
   /// Builds (compiles or reads the cache) and loads the generic module on @p backend, and with
   /// kAuto opens cuBLAS for it (see dense_gemm.h).
   explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
 
-  /// cuBLAS when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
-  /// generic kernel. With cuBLAS, the per-m batches of an l > 0 linear block on many mul_ir rows
-  /// (ir_mul_route) go through gemm_ir_mul.
+  /// gemm_tf32x3 when uses_tf32x3() and tf32x3_route(t, a); else cuBLAS when plan_cublas_gemm(a)
+  /// gives a plan and this object has a cuBLAS handle, else the generic kernel. With cuBLAS, the
+  /// per-m batches of an l > 0 linear block on many mul_ir rows (ir_mul_route) go through
+  /// gemm_ir_mul.
   void gemm(DType t, const GemmArgs& a, Stream s) const;
   /// Whether @p a is the per-m batch form of a linear block (GemmArgs batch over the d
   /// components, a_col = c_col = d, no row gathers or selection) on at least kIrMulMinRows rows.
@@ -71,6 +76,14 @@ class GenericKernels {
   /// Public so that the tests compare it with the direct route on any backend.
   void gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const;
   static constexpr long long kIrMulMinRows = 256, kIrMulChunkRows = 65536;
+  /// The 3xTF32 tensor-core kernel (tf32x3_gemm.h) on @p a, whatever its size: float32 only, a
+  /// form plan_tf32x3_gemm takes (@throws Error otherwise). gemm() calls it where tf32x3_route
+  /// says; public so that the tests run it on small problems.
+  void gemm_tf32x3(const GemmArgs& a, Stream s) const;
+  /// true when gemm() sends the GEMMs tf32x3_route takes to gemm_tf32x3: GemmRoute::kAuto,
+  /// CLEBSCH_NO_TF32X3 unset when this object was made, and the emulated backend or a GPU of
+  /// sm_80 or later.
+  bool uses_tf32x3() const { return tf32x3_; }
   /// true when the GEMMs cuBLAS can take go to it; gemm_route() says why or why not.
   bool uses_cublas() const { return dense_ != nullptr; }
   const std::string& gemm_route() const { return gemm_route_; }
@@ -111,6 +124,7 @@ class GenericKernels {
   DeviceBackend& backend_;
   std::unique_ptr<DeviceModule> module_;
   std::unique_ptr<DenseGemm> dense_;  // null: every GEMM on the generic kernel
+  bool tf32x3_ = false;               // gemm() takes the 3xTF32 route (uses_tf32x3)
   std::string gemm_route_;
   // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
   mutable DeviceArray<int> total_bounds_{backend_};
