@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "clebsch/cuda/device/ir_linear.h"
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
@@ -53,7 +54,7 @@ LaunchDims grid_for(long long n, unsigned threads) {
 
 std::string generic_kernels_source() {
   return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
-         templates::k_generic_kernels;
+         templates::k_generic_kernels + ir_linear_source();
 }
 
 std::vector<KernelSpec> generic_kernel_specs() {
@@ -64,7 +65,6 @@ std::vector<KernelSpec> generic_kernel_specs() {
                           {"act_backward", "ActArgs"},
                           {"scale_rows", "ScaleRowsArgs"},
                           {"row_dot", "RowDotArgs"},
-                          {"permute", "PermuteArgs"},
                           {"gate_forward", "GateArgs"},
                           {"gate_backward", "GateArgs"},
                           {"layer_norm_forward", "LayerNormArgs"},
@@ -76,12 +76,12 @@ std::vector<KernelSpec> generic_kernel_specs() {
   for (auto& k : two)
     for (const char* s : {"f32_f32", "f32_f64", "f64_f32", "f64_f64"})
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
+  for (KernelSpec& s : ir_linear_kernel_specs()) specs.push_back(std::move(s));
   return specs;
 }
 
 GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backend_(backend) {
   total_bounds_.name("generic kernels: total's bounds", BufferScale::kFixed);
-  workspace_.name("generic kernels: gemm_ir_mul workspace (rows up to 65,536)", BufferScale::kAtom);
   module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
   // After load(): the backend has made its context current, which the cuBLAS handle binds to.
   if (route == GemmRoute::kAuto)
@@ -98,46 +98,25 @@ const DeviceKernel& GenericKernels::k2(const std::string& base, DType tx, DType 
 }
 
 bool GenericKernels::ir_mul_route(const GemmArgs& a) {
-  // The per-m batches of an l > 0 linear block on mul_ir rows: m rows of a d x k problem each,
-  // which cuBLAS can only take as m tiny GEMMs (a quarter of a millisecond for 10k rows of a
-  // 128 x 128 block on the H200, 50x its floor).
-  return a.batch > 1 && a.m >= kIrMulMinRows && a.a_batch == 1 && a.c_batch == 1 &&
+  // The per-m GEMMs of a linear block on mul_ir rows: per row a d x k by k x n product, which
+  // cuBLAS could only take as one tiny GEMM per row or through permuted copies of the rows.
+  return a.batch >= 1 && a.batch <= kIrLinearMaxDim && a.a_batch == 1 && a.c_batch == 1 &&
          a.b_batch == 0 && a.a_col == a.batch && a.c_col == a.batch && !a.a_rows && !a.c_rows &&
-         !a.b_select && a.k > 0 && a.n > 0;
+         !a.b_select && a.m > 0 && a.k > 0 && a.n > 0;
 }
 
-void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
-  const long long d = a.batch, size = t == DType::kFloat64 ? 8 : 4;
-  // Chunks of rows bound the workspace, and keep the permutation's indices in 32 bits.
-  const long long max_rows = std::max(1LL, (1LL << 31) / (d * std::max(a.k, a.n)));
-  const long long chunk = std::min({a.m, kIrMulChunkRows, max_rows});
-  workspace_.resize(static_cast<std::size_t>(chunk * d * (a.k + a.n) * size));
-  char* ta = static_cast<char*>(static_cast<void*>(workspace_.data()));
-  char* tc = ta + chunk * d * a.k * size;
-  for (long long r0 = 0; r0 < a.m; r0 += chunk) {
-    const long long n = std::min(chunk, a.m - r0);
-    const char* arow = static_cast<const char*>(a.a) + r0 * a.lda * size;
-    char* crow = static_cast<char*>(a.c) + r0 * a.ldc * size;
-    PermuteArgs in{const_cast<char*>(arow), ta, n, a.k, d, a.lda, 1.0, 0.0, 0};
-    backend_.set_timing_floor(2.0 * double(size * n * a.k * d));
-    backend_.launch(k("permute", t), grid_for(n * a.k * d), s, in);
-    // Each m a whole n x k matrix: one strided-batched GEMM over the d components.
-    GemmArgs g{};
-    g.a = ta, g.b = a.b, g.c = tc;
-    g.m = n, g.n = a.n, g.k = a.k, g.batch = d;
-    g.lda = a.k, g.a_col = 1, g.a_batch = n * a.k;
-    g.ldb = a.ldb, g.b_col = a.b_col, g.b_batch = 0;
-    g.ldc = a.n, g.c_col = 1, g.c_batch = n * a.n;
-    g.alpha = a.alpha, g.beta = 0.0;
-    gemm(t, g, s);
-    PermuteArgs out{crow, tc, n, a.n, d, a.ldc, 1.0, a.beta, 1};
-    backend_.set_timing_floor((a.beta != 0.0 ? 3.0 : 2.0) * double(size * n * a.n * d));
-    backend_.launch(k("permute", t), grid_for(n * a.n * d), s, out);
+void GenericKernels::gemm_ir_linear(DType t, const GemmArgs& a, Stream s, int tile) const {
+  if (backend_.kernel_timing()) {
+    char detail[96];
+    backend_.set_timing_detail(gemm_detail(a, detail));
+    const KernelFloor f = gemm_floor(t, a);
+    backend_.set_timing_floor(f.bytes, f.flops);
   }
+  launch_ir_linear(backend_, *module_, t, a, s, tile);
 }
 
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
-  if (dense_ && ir_mul_route(a)) return gemm_ir_mul(t, a, s);
+  if (ir_mul_route(a) && (a.batch > 1 || !dense_)) return gemm_ir_linear(t, a, s);
   const bool timing = backend_.kernel_timing();
   char detail[96];
   if (dense_)

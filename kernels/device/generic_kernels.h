@@ -10,10 +10,12 @@
 // take per-row weight selection (species-dependent linears without a batch per species) and
 // arbitrary element strides (mul_ir blocks of e3nn linears), and keep libclebsch_cuda free of
 // load-time CUDA dependencies. It is one output element per thread, in the network precision
-// (float32 never goes through TF32, so the model-spec tolerances hold). On the CUDA backend,
-// gemm() sends plain dense GEMMs (radial MLPs, l = 0 blocks of linears) and the per-m batches of
-// l > 0 linear blocks to cuBLAS, loaded at run time (dense_gemm.h: the routing rule, and
-// CLEBSCH_NO_CUBLAS=1 to force the kernel); the engines see one GemmArgs interface either way.
+// (float32 never goes through TF32, so the model-spec tolerances hold). The per-m GEMMs of
+// e3nn linear blocks on mul_ir rows (ir_mul_route) go to the tiled ir_linear kernel
+// (ir_linear.h) on every backend; on the CUDA backend, gemm() sends plain dense GEMMs (radial
+// MLPs, l = 0 blocks of linears) to cuBLAS, loaded at run time (dense_gemm.h: the routing rule,
+// and CLEBSCH_NO_CUBLAS=1 to force the kernels); the engines see one GemmArgs interface either
+// way.
 #pragma once
 
 #include <memory>
@@ -58,19 +60,19 @@ class GenericKernels {
   /// kAuto opens cuBLAS for it (see dense_gemm.h).
   explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
 
-  /// cuBLAS when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
-  /// generic kernel. With cuBLAS, the per-m batches of an l > 0 linear block on many mul_ir rows
-  /// (ir_mul_route) go through gemm_ir_mul.
+  /// The ir_linear kernel for the ir_mul_route form (with d = 1, an l = 0 block, only where
+  /// there is no cuBLAS: it is then a plain dense GEMM, which cuBLAS runs faster), else cuBLAS
+  /// when plan_cublas_gemm(a) gives a plan and this object has a cuBLAS handle, else the
+  /// generic kernel.
   void gemm(DType t, const GemmArgs& a, Stream s) const;
-  /// Whether @p a is the per-m batch form of a linear block (GemmArgs batch over the d
-  /// components, a_col = c_col = d, no row gathers or selection) on at least kIrMulMinRows rows.
+  /// Whether @p a is the per-m form of an e3nn linear block on mul_ir rows, which the ir_linear
+  /// kernel takes: GemmArgs batch over the d <= kIrLinearMaxDim components (a_batch = c_batch =
+  /// 1, a_col = c_col = d), one B for every component and row (b_batch = 0, no b_select), no
+  /// row gathers, m, n, k > 0.
   static bool ir_mul_route(const GemmArgs& a);
-  /// @p a (ir_mul_route form) through a batch-major ir_mul copy: the rows' blocks permuted into a
-  /// workspace, one strided-batched GEMM with a whole matrix per component, permuted back
-  /// (honouring beta), kIrMulChunkRows rows at a time so that the workspace stays bounded.
-  /// Public so that the tests compare it with the direct route on any backend.
-  void gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const;
-  static constexpr long long kIrMulMinRows = 256, kIrMulChunkRows = 65536;
+  /// @p a (ir_mul_route form) on the ir_linear kernel, whatever gemm() would choose; @p tile
+  /// >= 0 forces that tile of ir_linear_tiles (plan_ir_linear). Public for the tests.
+  void gemm_ir_linear(DType t, const GemmArgs& a, Stream s, int tile = -1) const;
   /// true when the GEMMs cuBLAS can take go to it; gemm_route() says why or why not.
   bool uses_cublas() const { return dense_ != nullptr; }
   const std::string& gemm_route() const { return gemm_route_; }
@@ -107,7 +109,6 @@ class GenericKernels {
   std::string gemm_route_;
   // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
   mutable DeviceArray<int> total_bounds_{backend_};
-  mutable DeviceArray<unsigned char> workspace_{backend_};  // gemm_ir_mul's permuted blocks
   mutable long long total_n_ = -1;
 };
 
