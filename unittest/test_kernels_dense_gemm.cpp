@@ -545,59 +545,83 @@ TEST(GenericKernelsIrLinearRoute, TakesThePerMFormOfLinearBlocksOnly) {
   EXPECT_FALSE(GenericKernels::ir_mul_route(GenericKernels::dense(&h, &h, &h, 100, 8, 8)));
 }
 
-TEST(GenericKernelsIrLinearRoute, TilesAreConsistentAndFitWithoutOptIn) {
+TEST(GenericKernelsIrLinearRoute, TilesAreConsistentAndTheirSpecsOptInToLargeSharedMemory) {
+  const std::vector<KernelSpec> specs = ir_linear_kernel_specs();
   for (DType t : {DType::kFloat32, DType::kFloat64}) {
     const std::vector<IrLinearTile>& tiles = ir_linear_tiles(t);
     ASSERT_GE(tiles.size(), 1u);
+    EXPECT_FALSE(tiles.back().mma);
     EXPECT_GE(tiles.back().bm, kIrLinearMaxDim);  // the smallest holds a row of any routed d
     for (std::size_t i = 0; i < tiles.size(); ++i) {
       const IrLinearTile& x = tiles[i];
-      SCOPED_TRACE(ir_linear_kernel_name(t, int(i)));
+      const std::string& name = ir_linear_kernel_name(t, int(i));
+      SCOPED_TRACE(name);
       EXPECT_EQ(x.threads() % 32, 0);
-      EXPECT_EQ(x.tm % IrLinearTile::vector(t), 0);
-      EXPECT_EQ(x.tn % IrLinearTile::vector(t), 0);
-      EXPECT_LE(x.shared_bytes(t), 48u * 1024u);
+      const int unit = x.mma ? 8 : IrLinearTile::vector(t);
+      EXPECT_EQ(x.tm % unit, 0);
+      EXPECT_EQ(x.tn % unit, 0);
+      EXPECT_TRUE(!x.mma || t == DType::kFloat64);
       EXPECT_GE(x.shared_bytes(t), unsigned(x.bm * x.slab(t) * size_of(t)));
+      EXPECT_LE(x.shared_bytes(t), 227u * 1024u);
+      const auto spec = std::find_if(specs.begin(), specs.end(),
+                                     [&](const KernelSpec& k) { return k.name == name; });
+      ASSERT_NE(spec, specs.end());
+      EXPECT_TRUE(spec->warp_synchronous);
+      EXPECT_EQ(spec->args_type, "GemmArgs");
+      if (x.shared_bytes(t) > 48u * 1024u) EXPECT_GE(spec->max_shared_bytes, x.shared_bytes(t));
       if (i > 0) EXPECT_LE(x.bm * x.bn, tiles[i - 1].bm * tiles[i - 1].bn);  // largest first
     }
   }
   EXPECT_EQ(ir_linear_kernel_name(DType::kFloat32, 0), "clebsch_ir_linear_f32_128x128");
-  EXPECT_EQ(ir_linear_kernel_name(DType::kFloat64, 0), "clebsch_ir_linear_f64_64x128");
+  EXPECT_EQ(ir_linear_kernel_name(DType::kFloat64, 0), "clebsch_ir_linear_f64_mma_64x128");
 }
 
 TEST(GenericKernelsIrLinearRoute, PlanGivesEveryMultiprocessorABlockAndCoversTheRows) {
   double h = 0;
+  BackendLimits h200;  // sm_90, 132 multiprocessors
+  ASSERT_EQ(h200.num_sms, 132);
+  ASSERT_EQ(h200.sm_major, 9);
   for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(to_string(t));
     const std::vector<IrLinearTile>& tiles = ir_linear_tiles(t);
     // MACE's l = 1 block at 10192 atoms: the largest tile; at 864 atoms a smaller one.
     GemmArgs g =
         bind(problem(LinearCase{10192, 1, 128, 128, false, 128, 0, 128, 0, 0.0}), &h, &h, &h);
-    IrLinearPlan p = plan_ir_linear(t, g, 132);
+    IrLinearPlan p = plan_ir_linear(t, g, h200);
     EXPECT_EQ(p.tile, 0);
     const IrLinearTile& x = tiles[0];
     EXPECT_EQ(p.dims.grid_x, unsigned((10192 + x.bm / 3 - 1) / (x.bm / 3)));
     EXPECT_EQ(p.dims.threads, unsigned(x.threads()));
     EXPECT_EQ(p.dims.shared_bytes, x.shared_bytes(t));
     g.m = 864;
-    p = plan_ir_linear(t, g, 132);
+    p = plan_ir_linear(t, g, h200);
     EXPECT_GT(p.tile, 0);
     EXPECT_TRUE(p.dims.grid_x >= 132 || p.tile == int(tiles.size()) - 1) << p.dims.grid_x;
     // Column tiles: 512 outputs on 128-wide tiles are 4 blocks per row tile.
     g.m = 10192, g.n = 512;
-    p = plan_ir_linear(t, g, 132);
+    p = plan_ir_linear(t, g, h200);
     const IrLinearTile& y = tiles[std::size_t(p.tile)];
     EXPECT_EQ(p.dims.grid_x, unsigned((10192 + y.bm / 3 - 1) / (y.bm / 3) * (512 / y.bn)));
     // 37 outputs: no tile with more than half its columns empty unless it is the last resort.
     g.n = 37;
-    p = plan_ir_linear(t, g, 1);
+    BackendLimits one = h200;
+    one.num_sms = 1;
+    p = plan_ir_linear(t, g, one);
     EXPECT_LT(tiles[std::size_t(p.tile)].bn, 2 * 37);
     // Forced tiles, and a tile that cannot hold a row of d components.
-    for (int i = 0; i < int(tiles.size()); ++i) EXPECT_EQ(plan_ir_linear(t, g, 132, i).tile, i);
-    EXPECT_THROW(plan_ir_linear(t, g, 132, int(tiles.size())), Error);
+    for (int i = 0; i < int(tiles.size()); ++i) EXPECT_EQ(plan_ir_linear(t, g, h200, i).tile, i);
+    EXPECT_THROW(plan_ir_linear(t, g, h200, int(tiles.size())), Error);
+    // No DMMA before sm_80: never planned, refused when forced.
+    BackendLimits turing = h200;
+    turing.sm_major = 7, turing.sm_minor = 5;
+    g.n = 128;
+    EXPECT_FALSE(tiles[std::size_t(plan_ir_linear(t, g, turing).tile)].mma);
+    for (int i = 0; i < int(tiles.size()); ++i)
+      if (tiles[std::size_t(i)].mma) EXPECT_THROW(plan_ir_linear(t, g, turing, i), Error);
     g.batch = g.a_col = g.c_col = tiles[0].bm + 1;
-    EXPECT_THROW(plan_ir_linear(t, g, 132, 0), Error);
+    EXPECT_THROW(plan_ir_linear(t, g, h200, 0), Error);
     g.batch = g.a_col = g.c_col = 2 * tiles[0].bm;
-    EXPECT_THROW(plan_ir_linear(t, g, 132), Error);
+    EXPECT_THROW(plan_ir_linear(t, g, h200), Error);
   }
 }
 
@@ -871,26 +895,40 @@ void expect_ir_linear(DeviceBackend& be, const std::vector<IrCase>& cases,
   }
 }
 
-std::vector<int> every_tile(DType t) {
+// The SIMT tiles of @p t, or every tile (with @p mma).
+std::vector<int> simt_tiles(DType t, bool mma = false) {
   std::vector<int> v;
-  for (int i = 0; i < int(ir_linear_tiles(t).size()); ++i) v.push_back(i);
+  for (int i = 0; i < int(ir_linear_tiles(t).size()); ++i)
+    if (mma || !ir_linear_tiles(t)[std::size_t(i)].mma) v.push_back(i);
   return v;
+}
+// The tiles of the large sweeps: every tile on a GPU; the SIMT tiles in the emulation, where the
+// DMMA tile has a smaller sweep of its own (the emulation exchanges every fragment between the
+// lanes of a warp, which costs).
+std::vector<int> sweep_tiles(const DeviceBackend& be, DType t) {
+  return simt_tiles(t, !be.emulated());
 }
 
 TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnFewRowsFp64) {
-  expect_ir_linear<double>(*backend_, ir_cases({1, 5}), every_tile(DType::kFloat64), true);
+  expect_ir_linear<double>(*backend_, ir_cases({1, 5}), sweep_tiles(*backend_, DType::kFloat64),
+                           true);
 }
 TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnFewRowsFp32) {
-  expect_ir_linear<float>(*backend_, ir_cases({1, 5}), every_tile(DType::kFloat32), true);
+  expect_ir_linear<float>(*backend_, ir_cases({1, 5}), sweep_tiles(*backend_, DType::kFloat32),
+                          true);
 }
 // MACE's shapes (128 -> 128, l = 1 and 2, forward with B and beta 0, backward with B^T and
-// beta 1) on 300 rows: the largest tile over several tiles of rows, and the planned one.
+// beta 1) on 300 rows: the largest SIMT tile over several tiles of rows, and the planned one.
 TEST_P(GenericKernelsIrLinear, LargestTileMatchesTheDefinitionOnMaceShapesFp64) {
   std::vector<IrCase> cases;
   for (long long d : {3, 5})
     for (bool bt : {false, true})
       cases.push_back({300, d, 128, 128, bt, 1.0, bt ? 1.0 : 0.0, 128, 384, 384, 128, 0});
-  expect_ir_linear<double>(*backend_, cases, {0, -1}, false);
+  // The largest SIMT tile and the planned one; on a GPU the DMMA tile as well.
+  std::vector<int> tiles = {simt_tiles(DType::kFloat64)[0], -1};
+  for (int i : sweep_tiles(*backend_, DType::kFloat64))
+    if (ir_linear_tiles(DType::kFloat64)[std::size_t(i)].mma) tiles.push_back(i);
+  expect_ir_linear<double>(*backend_, cases, tiles, false);
 }
 TEST_P(GenericKernelsIrLinear, LargestTileMatchesTheDefinitionOnMaceShapesFp32) {
   std::vector<IrCase> cases;
@@ -898,6 +936,21 @@ TEST_P(GenericKernelsIrLinear, LargestTileMatchesTheDefinitionOnMaceShapesFp32) 
     for (bool bt : {false, true})
       cases.push_back({300, d, 128, 128, bt, 1.0, bt ? 1.0 : 0.0, 128, 384, 384, 128, 0});
   expect_ir_linear<float>(*backend_, cases, {0, -1}, false);
+}
+
+// The float64 DMMA tile: every d, K and N tails (37, 1) on 5 rows and a single row with K = 128
+// (eight chunks), the layouts in turn, and MACE's shapes on 100 rows (several tiles of rows,
+// a partial last one).
+TEST_P(GenericKernelsIrLinear, DmmaTileMatchesTheDefinitionFp64) {
+  std::vector<int> mma;
+  for (int i = 0; i < int(ir_linear_tiles(DType::kFloat64).size()); ++i)
+    if (ir_linear_tiles(DType::kFloat64)[std::size_t(i)].mma) mma.push_back(i);
+  ASSERT_FALSE(mma.empty());
+  std::vector<IrCase> cases = ir_cases({5}, {37, 1}, false);
+  for (const IrCase& c : ir_cases({1}, {128, 1}, false)) cases.push_back(c);
+  cases.push_back({100, 3, 128, 128, false, 1.0, 0.0, 128, 384, 384, 128, 0});
+  cases.push_back({100, 5, 128, 128, true, 1.0, 1.0, 128, 384, 384, 128, 0});
+  expect_ir_linear<double>(*backend_, cases, mma, false);
 }
 
 // gemm() gives the per-m form to the ir_linear kernel on every backend (d = 1: only where there
@@ -930,12 +983,12 @@ TEST_P(GenericKernelsIrLinear, GemmRoutesLinearBlocksToIt) {
 // 300 rows: many tiles of rows, a partial last one, for every tile and d (multiplicities 37
 // and 1 and the layouts in turn: the emulation runs a block's threads as fibers, which costs).
 TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnRowTailsFp64) {
-  expect_ir_linear<double>(*backend_, ir_cases({300}, {37, 1}, false), every_tile(DType::kFloat64),
-                           true);
+  expect_ir_linear<double>(*backend_, ir_cases({300}, {37, 1}, false),
+                           sweep_tiles(*backend_, DType::kFloat64), true);
 }
 TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnRowTailsFp32) {
-  expect_ir_linear<float>(*backend_, ir_cases({300}, {37, 1}, false), every_tile(DType::kFloat32),
-                          true);
+  expect_ir_linear<float>(*backend_, ir_cases({300}, {37, 1}, false),
+                          sweep_tiles(*backend_, DType::kFloat32), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GenericKernelsCublas, ::testing::Values("emulated", "cuda"),

@@ -24,14 +24,17 @@ namespace {
 // needs an opt-in).
 const std::vector<IrLinearTile> kTilesF32 = {
     {128, 128, 16, 8, 8, 2}, {64, 64, 16, 4, 8, 1}, {32, 32, 16, 4, 4, 1}};
-const std::vector<IrLinearTile> kTilesF64 = {
-    {64, 128, 8, 4, 8, 2}, {64, 64, 8, 4, 8, 1}, {32, 32, 8, 4, 4, 1}};
+const std::vector<IrLinearTile> kTilesF64 = {{64, 128, 16, 32, 32, 2, true},
+                                             {64, 128, 8, 4, 8, 2},
+                                             {64, 64, 8, 4, 8, 1},
+                                             {32, 32, 8, 4, 4, 1}};
 
 const char* suffix(DType t) { return t == DType::kFloat32 ? "f32" : "f64"; }
 const char* type_name(DType t) { return t == DType::kFloat32 ? "float" : "double"; }
 
 std::string tile_name(DType t, const IrLinearTile& x) {
-  return std::string(suffix(t)) + "_" + std::to_string(x.bm) + "x" + std::to_string(x.bn);
+  return std::string(suffix(t)) + (x.mma ? "_mma_" : "_") + std::to_string(x.bm) + "x" +
+         std::to_string(x.bn);
 }
 
 std::vector<std::string> kernel_names(DType t) {
@@ -58,27 +61,36 @@ const std::string& ir_linear_kernel_name(DType t, int tile) {
   return names[t == DType::kFloat32 ? 0 : 1].at(static_cast<std::size_t>(tile));
 }
 
-IrLinearPlan plan_ir_linear(DType t, const GemmArgs& g, int num_sms, int force_tile) {
+IrLinearPlan plan_ir_linear(DType t, const GemmArgs& g, const BackendLimits& limits,
+                            int force_tile) {
   const std::vector<IrLinearTile>& tiles = ir_linear_tiles(t);
   const long long d = g.batch;
   auto blocks = [&](const IrLinearTile& x) {
     return (g.m + x.bm / d - 1) / (x.bm / d) * ((g.n + x.bn - 1) / x.bn);
   };
+  const bool dmma = limits.sm_major >= 8;
   int pick = -1;
   if (force_tile >= 0) {
     if (force_tile >= static_cast<int>(tiles.size()))
       throw Error("ir_linear: tile " + std::to_string(force_tile) + " requested, " +
                   std::to_string(tiles.size()) + " exist");
-    if (tiles[force_tile].bm < d)
-      throw Error("ir_linear: tile " + std::to_string(force_tile) + " (" +
-                  std::to_string(tiles[force_tile].bm) +
+    const IrLinearTile& x = tiles[force_tile];
+    if (x.bm < d)
+      throw Error("ir_linear: tile " + std::to_string(force_tile) + " (" + std::to_string(x.bm) +
                   " rows x components) cannot hold a row of " + std::to_string(d) + " components");
+    if (x.mma && !dmma)
+      throw Error("ir_linear: tile " + std::to_string(force_tile) + " needs DMMA (sm_80), sm_" +
+                  std::to_string(limits.sm_major) + std::to_string(limits.sm_minor) + " has none");
     pick = force_tile;
   } else {
     for (int i = 0; i < static_cast<int>(tiles.size()); ++i) {
-      if (tiles[i].bm < d) continue;
-      pick = i;  // the smallest tile that holds a row, unless a larger one qualifies first
-      if (2 * g.n > tiles[i].bn && blocks(tiles[i]) >= num_sms) break;
+      const IrLinearTile& x = tiles[i];
+      if (x.bm < d || (x.mma && !dmma)) continue;
+      if (2 * g.n > x.bn && blocks(x) >= limits.num_sms) {
+        pick = i;
+        break;
+      }
+      if (!x.mma) pick = i;  // the smallest SIMT tile that holds a row, if none qualifies
     }
     if (pick < 0)
       throw Error("ir_linear: blocks of " + std::to_string(d) + " components exceed the " +
@@ -101,7 +113,8 @@ std::string ir_linear_source() {
   std::string s = templates::k_ir_linear;
   for (DType t : {DType::kFloat32, DType::kFloat64})
     for (const IrLinearTile& x : ir_linear_tiles(t))
-      s += "CLEBSCH_IR_LINEAR(" + std::string(type_name(t)) + ", " + tile_name(t, x) + ", " +
+      s += std::string(x.mma ? "CLEBSCH_IR_LINEAR_MMA(" : "CLEBSCH_IR_LINEAR(") +
+           (x.mma ? std::string() : std::string(type_name(t)) + ", ") + tile_name(t, x) + ", " +
            std::to_string(x.bm) + ", " + std::to_string(x.bn) + ", " + std::to_string(x.bk) + ", " +
            std::to_string(x.tm) + ", " + std::to_string(x.tn) + ", " +
            std::to_string(x.pitch_a(t)) + ", " + std::to_string(x.pitch_b(t)) + ", " +
@@ -124,7 +137,7 @@ std::vector<KernelSpec> ir_linear_kernel_specs() {
 void launch_ir_linear(DeviceBackend& backend, const DeviceModule& module, DType t,
                       const GemmArgs& g, Stream s, int force_tile) {
   if (g.m <= 0) return;
-  const IrLinearPlan p = plan_ir_linear(t, g, backend.limits().num_sms, force_tile);
+  const IrLinearPlan p = plan_ir_linear(t, g, backend.limits(), force_tile);
   backend.launch(module.kernel(ir_linear_kernel_name(t, p.tile)), p.dims, s, g);
 }
 

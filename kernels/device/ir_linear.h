@@ -35,21 +35,25 @@ namespace clebsch::cuda {
 inline constexpr long long kIrLinearMaxDim = 32;
 
 /// One tile shape of the ir_linear kernel. bm (row, component) pairs by bn outputs per block, K in
-/// chunks of bk, a tm x tn register tile per thread (both whole 16-byte vectors of the element
-/// type: tm, tn multiples of 4 in float32, 2 in float64).
+/// chunks of bk; SIMT: a tm x tn register tile per thread (both whole 16-byte vectors of the
+/// element type: tm, tn multiples of 4 in float32, 2 in float64); mma (float64 only, sm_80 and
+/// later): a tm x tn tile of m8n8k4 DMMAs per warp.
 struct IrLinearTile {
   int bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
   /// Blocks per multiprocessor the compiler must leave room for (__launch_bounds__).
   int min_blocks = 1;
+  bool mma = false;
   /// Elements of 16 bytes (4 in float32, 2 in float64).
   static int vector(DType t) { return t == DType::kFloat64 ? 2 : 4; }
-  int threads() const { return (bm / tm) * (bn / tn); }
-  /// Row pitches of the shared A and B chunks (elements): one vector of padding, so that the
-  /// transposing stores of a warp spread over the banks and every row stays 16-byte aligned.
-  int pitch_a(DType t) const { return bm + vector(t); }
-  int pitch_b(DType t) const { return bn + vector(t); }
-  /// Outputs per epilogue slab: one vector run of each thread's outputs.
-  int slab(DType t) const { return bn / (tn / vector(t)); }
+  int threads() const { return (bm / tm) * (bn / tn) * (mma ? 32 : 1); }
+  /// Row pitches of the shared A and B chunks (elements). SIMT: one vector of padding, so that
+  /// the transposing stores of a warp spread over the banks and every row stays 16-byte
+  /// aligned; mma: 4 mod 16 doubles, so that a fragment's loads hit distinct banks.
+  int pitch_a(DType t) const { return bm + (mma ? 4 : vector(t)); }
+  int pitch_b(DType t) const { return bn + (mma ? 4 : vector(t)); }
+  /// Outputs per epilogue slab: one vector run of each thread's outputs (SIMT), one column of
+  /// warps (mma).
+  int slab(DType t) const { return mma ? tn : bn / (tn / vector(t)); }
   /// Dynamic shared memory: two buffers of the A and B chunks, reused by the epilogue's slab.
   unsigned shared_bytes(DType t) const;
 };
@@ -63,13 +67,16 @@ struct IrLinearPlan {
   LaunchDims dims;
 };
 
-/// The launch for @p g (GenericKernels::ir_mul_route form, m > 0) on a device of @p num_sms
-/// multiprocessors. The largest tile that gives every multiprocessor a block, whose columns are
-/// at least half used and that holds a whole row (bm >= d); else the smallest that holds a row.
-/// @p force_tile >= 0 takes that tile instead (tests). Pure.
+/// The launch for @p g (GenericKernels::ir_mul_route form, m > 0) on a device with @p limits.
+/// The first tile (largest first) that gives every multiprocessor a block, whose columns are at
+/// least half used, that holds a whole row (bm >= d) and that the device runs (mma: sm_80 and
+/// later); else the smallest SIMT tile that holds a row. @p force_tile >= 0 takes that tile
+/// instead (tests). Pure.
 /// @throws Error when no tile holds a row (d > kIrLinearMaxDim), @p force_tile is out of range
-/// or its tile does not hold a row, or the grid would exceed 2^31 - 1 blocks.
-IrLinearPlan plan_ir_linear(DType t, const GemmArgs& g, int num_sms, int force_tile = -1);
+/// or its tile does not hold a row or does not run on the device, or the grid would exceed
+/// 2^31 - 1 blocks.
+IrLinearPlan plan_ir_linear(DType t, const GemmArgs& g, const BackendLimits& limits,
+                            int force_tile = -1);
 
 /// The kernel name of @p tile for @p t ("clebsch_ir_linear_f32_128x128").
 const std::string& ir_linear_kernel_name(DType t, int tile);
