@@ -13,15 +13,16 @@
 namespace clebsch::cuda {
 namespace {
 
-// Register tiles of 8 x 8 (float32) and 4 x 8 (float64) outputs per thread: 64 (resp. 32)
+// SIMT register tiles of 8 x 8 (float32) and 4 x 8 (float64) outputs per thread: 64 (resp. 32)
 // multiply-adds per 4 (resp. 6) vectors read from shared memory, within the 128 registers per
 // thread that leave two blocks of 256 threads per multiprocessor (ptxas for sm_90, NVRTC 13.0:
-// 128 registers and a few spilled values outside the inner loop for float32's, 126 for
-// float64's; 147 for float32's without the bound). The smaller tiles trade that efficiency for
-// blocks, for problems too small to give every multiprocessor a large tile. K chunks of 16
-// (float32) and 8 (float64) inputs keep both buffers of both chunks and the register-staged
-// next chunk small (34 and 25 KB of shared memory for the largest tiles: below the 48 KB that
-// needs an opt-in).
+// 128 and 126 registers, no spills; 147 for float32's without the __launch_bounds__ minimum).
+// Float64's first tile runs the same blocks on the tensor cores: warps of 4 x 4 m8n8k4 DMMAs
+// (128 registers), planned on sm_80 and later, where DMMA doubles the float64 rate. The
+// smaller tiles trade efficiency for blocks, for problems too small to give every
+// multiprocessor a large tile. K chunks of 16 (float32, DMMA) and 8 (float64 SIMT) inputs keep
+// both buffers of both chunks and the register-staged next chunk small: 34, 51 and 25 KB of
+// shared memory for the largest tiles (the DMMA tile's spec opts in past 48 KB).
 const std::vector<IrLinearTile> kTilesF32 = {
     {128, 128, 16, 8, 8, 2}, {64, 64, 16, 4, 8, 1}, {32, 32, 16, 4, 4, 1}};
 const std::vector<IrLinearTile> kTilesF64 = {{64, 128, 16, 32, 32, 2, true},

@@ -10,10 +10,12 @@
 //
 // Cost, a 128 -> 128 block, per (row, component): 2 x 128 x 128 flops against 2 x 128 values,
 // 32 flops per byte in float32 and 16 in float64. At an H200's ~4.8 TB/s that is 150 (resp. 77)
-// TFLOP/s to keep up with memory: above the SIMT rates (~50 float32, ~25-30 float64), so this
-// kernel is bound by its multiply-adds, and the tile shapes are chosen for arithmetic efficiency
-// (large register tiles, vector loads from shared memory, no bank conflicts in the inner loop)
-// rather than for bytes. Its timing record's floor gives both (bytes and flops).
+// TFLOP/s to keep up with memory: above the SIMT rates (~50 float32, ~25-30 float64) and the
+// float64 tensor cores' (~55-67), so this kernel is bound by its multiply-adds, and the tiles
+// are chosen for arithmetic efficiency (large register tiles, vector loads from shared memory,
+// no bank conflicts in the inner loop; float64's largest tile on the DMMA units) rather than
+// for bytes. Its timing record's floor gives both (bytes and flops). Float32 stays off the
+// tensor cores: TF32 would break the model-spec tolerances (generic_kernels.h).
 //
 // This file is the schedule stage of the kernel (style.md): the tile table, the choice of a tile
 // for a problem (plan_ir_linear, pure), the source text with one instantiation per tile, and the
