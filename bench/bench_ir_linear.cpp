@@ -4,8 +4,9 @@
 // e3nn o3.Linear on MACE-sized node rows (CUTLASS-example style: Options, Result; verify, then
 // time). Rows of 128x0e+128x1o+128x2e+128x3o (mul_ir, 2,048 values), for each dtype and l: the
 // forward (x W, B row-major, beta 0) and the transpose (g W^T, B read with unit row stride,
-// beta 1). Each route (every tile of the kernel, the planned one, and cuBLAS's strided batch
-// with one small GEMM per row, the route before the permuted copies) is first checked against
+// beta 1). Each route (every tile of the kernel, the planned one, and cuBLAS: a strided batch
+// with one small GEMM per row, the route before the permuted copies; for l = 0, --ls 0, the
+// one plain GEMM that gemm() gives such blocks where cuBLAS loads) is first checked against
 // the generic GEMM kernel on the whole output (fresh random inputs, outputs poisoned), then
 // timed from the backend's kernel records (CUDA events; warm-up, median of --reps runs) and
 // reported beside its floor: bytes over the measured device copy bandwidth and flops.
@@ -209,7 +210,7 @@ std::vector<Result> run_case(DeviceBackend& be, const GenericKernels& gk,
   }
   if (cublas)
     if (const std::optional<CublasGemmPlan> p = plan_cublas_gemm(hg)) {
-      measure("cublas batched per row", [&] {
+      measure(d == 1 ? "cublas gemm" : "cublas batched per row", [&] {
         if (!be.kernel_timing()) return cublas->run(t, *p, nullptr);
         const std::size_t mark = be.begin_timed_region("cublas", nullptr);
         cublas->run(t, *p, nullptr);
