@@ -16,7 +16,7 @@ namespace {
 // SIMT register tiles of 8 x 8 (float32) and 4 x 8 (float64) outputs per thread: 64 (resp. 32)
 // multiply-adds per 4 (resp. 6) vectors read from shared memory, within the 128 registers per
 // thread that leave two blocks of 256 threads per multiprocessor (ptxas for sm_90, NVRTC 13.0:
-// 128 and 126 registers, no spills; 147 for float32's without the __launch_bounds__ minimum).
+// 128 and 126 registers, no spills; 161 for float32's without the __launch_bounds__ minimum).
 // Float64's first tile runs the same blocks on the tensor cores: warps of 4 x 4 m8n8k4 DMMAs
 // (128 registers), planned on sm_80 and later, where DMMA doubles the float64 rate. The
 // smaller tiles trade efficiency for blocks, for problems too small to give every
