@@ -3,7 +3,7 @@
 #
 # Stages what a GPU host needs to run the benchmarks without building (a build here runs there:
 # bench/README.md) into one folder to name in the device call's carry:
-#   CARRY/bench/bench_conv, CARRY/bench/bench_mace_model   (those built in BUILD_DIR)
+#   CARRY/bench/bench_conv, bench_mace_model, bench_ir_linear   (those built in BUILD_DIR)
 #   CARRY/lib/libclebsch_cuda.so
 #   CARRY/kcache.tar.xz   the kernel cache (CLEBSCH_KERNEL_CACHE, default ~/.cache/clebsch/kernels,
 #                         filled by bench_conv --precompile), so that no module compiles there
@@ -17,7 +17,7 @@ build=${1:?usage: make_carry.sh BUILD_DIR CARRY_DIR}
 carry=${2:?usage: make_carry.sh BUILD_DIR CARRY_DIR}
 cache=${CLEBSCH_KERNEL_CACHE:-$HOME/.cache/clebsch/kernels}
 mkdir -p "$carry/bench" "$carry/lib"
-for exe in bench_conv bench_mace_model; do
+for exe in bench_conv bench_mace_model bench_ir_linear; do
   if [[ -x $build/bench/$exe ]]; then cp "$build/bench/$exe" "$carry/bench/"; fi
 done
 cp "$build/kernels/libclebsch_cuda.so" "$carry/lib/"

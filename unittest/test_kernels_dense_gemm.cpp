@@ -9,15 +9,21 @@
 //     column-major call against the GemmArgs definition (no GPU needed);
 //   - the emulated backend always uses the generic kernel;
 //   - on a GPU: the cuBLAS route against the generic kernel on random dense GEMMs of every layout
-//     the engines use and on random per-m linear blocks (l = 1..3, forward and backward, the
-//     MACE shapes; fp64 1e-12, fp32 1e-5 relative), beta = 0 never reading C, and
-//     CLEBSCH_NO_CUBLAS=1 forcing the generic kernel.
+//     the engines use (fp64 1e-12, fp32 1e-5 relative), beta = 0 never reading C, and
+//     CLEBSCH_NO_CUBLAS=1 forcing the generic kernel;
+//   - the ir_linear kernel (kernels/device/ir_linear.h), which gemm() gives the per-m GEMMs of
+//     e3nn linear blocks on mul_ir rows: its routing rule and tile plan (host only), and on every
+//     backend each of its tiles against the host definition in float64 and against the generic
+//     kernel, over d = 1..9, multiplicities 1, 37, 64, 128, row tails, both layouts of B, alpha
+//     and beta, blocks inside wider rows, with everything outside the operands' blocks poisoned
+//     (never read) and left untouched.
 // Suites are named GenericKernels* so the engine test filter picks them up.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -31,6 +37,8 @@
 #include "clebsch/cuda/device/dense_gemm.h"
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
+#include "clebsch/cuda/device/ir_linear.h"
+#include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
 namespace {
@@ -467,9 +475,8 @@ TEST(GenericKernelsCublasRoute, GathersSelectionBatchesAndStridedBlocksStayGener
   EXPECT_FALSE(plan_cublas_gemm(g));
 }
 
-// A batch of whole matrices (what GenericKernels::gemm_ir_mul hands cuBLAS: each component m
-// an n x k block of a batch-major ir_mul copy) is one strided-batched call over the batch, and
-// its plan is the GemmArgs definition; the per-m linear form itself is what ir_mul_route takes.
+// A batch of whole matrices (each component m an n x k block of a batch-major ir_mul copy) is
+// one strided-batched call over the batch, and its plan is the GemmArgs definition.
 TEST(GenericKernelsCublasRoute, WholeMatrixBatchesMapToOneStridedBatchedCallOverTheBatch) {
   for (bool transpose : {false, true}) {
     SCOPED_TRACE(transpose ? "backward" : "forward");
@@ -495,17 +502,127 @@ TEST(GenericKernelsCublasRoute, WholeMatrixBatchesMapToOneStridedBatchedCallOver
     EXPECT_EQ(p->batch, d);
     EXPECT_LE(max_rel(evaluate(*p, A, B, C), reference(pr, A, B, C0)), 1e-14);
   }
+}
+
+// ---------------------------------------------------------------- ir_linear: rule and plan
+
+TEST(GenericKernelsIrLinearRoute, TakesThePerMFormOfLinearBlocksOnly) {
   double h = 0;
-  const Problem mace = problem(LinearCase{10192, 2, 128, 128, false, 512, 768, 512, 768, 0.0});
-  EXPECT_TRUE(GenericKernels::ir_mul_route(bind(mace, &h, &h, &h)));
-  const Problem few = problem(LinearCase{7, 2, 8, 8, false, 0, 0, 0, 0, 0.0});
-  EXPECT_FALSE(GenericKernels::ir_mul_route(bind(few, &h, &h, &h)));  // too few rows to pay
-  GemmArgs g = bind(mace, &h, &h, &h);
+  // DeviceLinearBlock's forward and transpose, any row count, l = 0 .. 15 (l = 0: d = 1).
+  for (bool tr : {false, true})
+    for (long long rows : {1LL, 7LL, 10192LL})
+      for (int l : {0, 1, 2, 3, 15}) {
+        const Problem pr = problem(LinearCase{rows, l, 128, 96, tr, 512, 768, 384, 736, 0.0});
+        EXPECT_TRUE(GenericKernels::ir_mul_route(bind(pr, &h, &h, &h))) << pr.name;
+      }
+  const GemmArgs lin = bind(problem(LinearCase{7, 1, 8, 8, false, 0, 16, 0, 16, 0.0}), &h, &h, &h);
   int idx = 0;
+  GemmArgs g = lin;
   g.b_select = &idx;  // species weights: the generic kernel's
   EXPECT_FALSE(GenericKernels::ir_mul_route(g));
-  g = bind(mace, &h, &h, &h), g.a_rows = &idx;
+  g = lin, g.a_rows = &idx;
   EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.c_rows = &idx;
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.b_batch = 64;  // weights changing with m
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.a_batch = 2, g.a_col = 6;  // every other m of a wider block
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.c_batch = 2, g.c_col = 6;
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.a_col = 1;  // ir_mul rows (m-major): not this layout
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.k = 0;  // DeviceLinear's block zeroing
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.m = 0;
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  g = lin, g.n = 0;
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  // l = 16: d = 33 components, more than the smallest tile holds.
+  g = bind(problem(LinearCase{7, 16, 8, 8, false, 0, 0, 0, 0, 0.0}), &h, &h, &h);
+  EXPECT_FALSE(GenericKernels::ir_mul_route(g));
+  // A plain dense GEMM (MLP layers) is no linear block: cuBLAS's or the generic kernel's.
+  EXPECT_FALSE(GenericKernels::ir_mul_route(GenericKernels::dense(&h, &h, &h, 100, 8, 8)));
+}
+
+TEST(GenericKernelsIrLinearRoute, TilesAreConsistentAndTheirSpecsOptInToLargeSharedMemory) {
+  const std::vector<KernelSpec> specs = ir_linear_kernel_specs();
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    const std::vector<IrLinearTile>& tiles = ir_linear_tiles(t);
+    ASSERT_GE(tiles.size(), 1u);
+    EXPECT_FALSE(tiles.back().mma);
+    EXPECT_GE(tiles.back().bm, kIrLinearMaxDim);  // the smallest holds a row of any routed d
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const IrLinearTile& x = tiles[i];
+      const std::string& name = ir_linear_kernel_name(t, int(i));
+      SCOPED_TRACE(name);
+      EXPECT_EQ(x.threads() % 32, 0);
+      const int unit = x.mma ? 8 : IrLinearTile::vector(t);
+      EXPECT_EQ(x.tm % unit, 0);
+      EXPECT_EQ(x.tn % unit, 0);
+      EXPECT_TRUE(!x.mma || t == DType::kFloat64);
+      EXPECT_GE(x.shared_bytes(t), unsigned(x.bm * x.slab(t) * size_of(t)));
+      EXPECT_LE(x.shared_bytes(t), 227u * 1024u);
+      const auto spec = std::find_if(specs.begin(), specs.end(),
+                                     [&](const KernelSpec& k) { return k.name == name; });
+      ASSERT_NE(spec, specs.end());
+      EXPECT_TRUE(spec->warp_synchronous);
+      EXPECT_EQ(spec->args_type, "GemmArgs");
+      if (x.shared_bytes(t) > 48u * 1024u) EXPECT_GE(spec->max_shared_bytes, x.shared_bytes(t));
+      if (i > 0) EXPECT_LE(x.bm * x.bn, tiles[i - 1].bm * tiles[i - 1].bn);  // largest first
+    }
+  }
+  EXPECT_EQ(ir_linear_kernel_name(DType::kFloat32, 0), "clebsch_ir_linear_f32_128x128");
+  EXPECT_EQ(ir_linear_kernel_name(DType::kFloat64, 0), "clebsch_ir_linear_f64_mma_64x128");
+}
+
+TEST(GenericKernelsIrLinearRoute, PlanGivesEveryMultiprocessorABlockAndCoversTheRows) {
+  double h = 0;
+  BackendLimits h200;  // sm_90, 132 multiprocessors
+  ASSERT_EQ(h200.num_sms, 132);
+  ASSERT_EQ(h200.sm_major, 9);
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(to_string(t));
+    const std::vector<IrLinearTile>& tiles = ir_linear_tiles(t);
+    // MACE's l = 1 block at 10192 atoms: the largest tile; at 864 atoms a smaller one.
+    GemmArgs g =
+        bind(problem(LinearCase{10192, 1, 128, 128, false, 128, 0, 128, 0, 0.0}), &h, &h, &h);
+    IrLinearPlan p = plan_ir_linear(t, g, h200);
+    EXPECT_EQ(p.tile, 0);
+    const IrLinearTile& x = tiles[0];
+    EXPECT_EQ(p.dims.grid_x, unsigned((10192 + x.bm / 3 - 1) / (x.bm / 3)));
+    EXPECT_EQ(p.dims.threads, unsigned(x.threads()));
+    EXPECT_EQ(p.dims.shared_bytes, x.shared_bytes(t));
+    g.m = 864;
+    p = plan_ir_linear(t, g, h200);
+    EXPECT_GT(p.tile, 0);
+    EXPECT_TRUE(p.dims.grid_x >= 132 || p.tile == int(tiles.size()) - 1) << p.dims.grid_x;
+    // Column tiles: 512 outputs on 128-wide tiles are 4 blocks per row tile.
+    g.m = 10192, g.n = 512;
+    p = plan_ir_linear(t, g, h200);
+    const IrLinearTile& y = tiles[std::size_t(p.tile)];
+    EXPECT_EQ(p.dims.grid_x, unsigned((10192 + y.bm / 3 - 1) / (y.bm / 3) * (512 / y.bn)));
+    // 37 outputs: no tile with more than half its columns empty unless it is the last resort.
+    g.n = 37;
+    BackendLimits one = h200;
+    one.num_sms = 1;
+    p = plan_ir_linear(t, g, one);
+    EXPECT_LT(tiles[std::size_t(p.tile)].bn, 2 * 37);
+    // Forced tiles, and a tile that cannot hold a row of d components.
+    for (int i = 0; i < int(tiles.size()); ++i) EXPECT_EQ(plan_ir_linear(t, g, h200, i).tile, i);
+    EXPECT_THROW(plan_ir_linear(t, g, h200, int(tiles.size())), Error);
+    // No DMMA before sm_80: never planned, refused when forced.
+    BackendLimits turing = h200;
+    turing.sm_major = 7, turing.sm_minor = 5;
+    g.n = 128;
+    EXPECT_FALSE(tiles[std::size_t(plan_ir_linear(t, g, turing).tile)].mma);
+    for (int i = 0; i < int(tiles.size()); ++i)
+      if (tiles[std::size_t(i)].mma) EXPECT_THROW(plan_ir_linear(t, g, turing, i), Error);
+    g.batch = g.a_col = g.c_col = tiles[0].bm + 1;
+    EXPECT_THROW(plan_ir_linear(t, g, h200, 0), Error);
+    g.batch = g.a_col = g.c_col = 2 * tiles[0].bm;
+    EXPECT_THROW(plan_ir_linear(t, g, h200), Error);
+  }
 }
 
 // ---------------------------------------------------------------- on a backend
@@ -554,12 +671,13 @@ void compare_routes(DeviceBackend& be, const std::vector<Problem>& problems, dou
   GenericKernels generic(be, GenericKernels::GemmRoute::kGeneric);
   for (const Problem& pr : problems) {
     SCOPED_TRACE(pr.name);
-    // On a GPU every problem here must take the cuBLAS route (else this compares nothing).
-    if (routed.uses_cublas()) {
-      double h = 0;
-      const GemmArgs hg = bind(pr, &h, &h, &h);
+    // Every problem here must leave the generic kernel where it can (else this compares
+    // nothing): per-m linear blocks for the ir_linear kernel on every backend, the rest for
+    // cuBLAS on a GPU.
+    double h = 0;
+    const GemmArgs hg = bind(pr, &h, &h, &h);
+    if (!GenericKernels::ir_mul_route(hg) && routed.uses_cublas())
       EXPECT_TRUE(plan_cublas_gemm(hg)) << "stays on the generic kernel";
-    }
     const std::vector<double> A = random_vector(pr.size_a, 11), B = random_vector(pr.size_b, 12),
                               C0 = random_vector(pr.size_c, 13);
     auto up = [&](const std::vector<double>& v) {
@@ -599,57 +717,293 @@ TEST_P(GenericKernelsCublas, RandomPerMLinearGemmsFp32) {
   compare_routes<float>(*backend_, linear_problems(!backend_->emulated()), 1e-5);
 }
 
-// gemm_ir_mul (permute, whole-matrix batches, permute back with beta) against the GemmArgs
-// definition, on every backend: the emulated one runs its inner GEMM on the generic kernel, the
-// GPU on cuBLAS; the large GPU cases (10192 MACE rows, 70000 rows) cross the chunk boundary.
+// ---------------------------------------------------------------- ir_linear on a backend
+
+// One ir_linear problem: @p rows rows of a mul_ir block (d components, k inputs -> n outputs)
+// inside wider rows of A and C (the block at off_a / off_c, extra_a / extra_c more values
+// after it), B row-major (k x n, row pitch n + pad_b) or, with b_t, stored transposed (n x k,
+// row pitch k + pad_b: the backward of a linear reads its weights so).
+struct IrCase {
+  long long rows, d, k, n;
+  bool b_t;
+  double alpha, beta;
+  long long off_a, extra_a, off_c, extra_c, pad_b;
+};
+
+Problem problem(const IrCase& c) {
+  Problem p{};
+  GemmArgs& g = p.g;
+  g.m = c.rows, g.n = c.n, g.k = c.k, g.batch = c.d;
+  g.a_batch = 1, g.c_batch = 1, g.b_batch = 0;
+  g.a_col = c.d, g.c_col = c.d;
+  g.lda = c.off_a + c.k * c.d + c.extra_a, g.ldc = c.off_c + c.n * c.d + c.extra_c;
+  if (!c.b_t)
+    g.ldb = c.n + c.pad_b, g.b_col = 1, p.size_b = c.k * g.ldb;
+  else
+    g.ldb = 1, g.b_col = c.k + c.pad_b, p.size_b = c.n * g.b_col;
+  g.alpha = c.alpha, g.beta = c.beta;
+  p.off_a = c.off_a, p.off_b = 0, p.off_c = c.off_c;
+  p.size_a = c.rows * g.lda, p.size_c = c.rows * g.ldc;
+  p.name = "rows=" + std::to_string(c.rows) + " d=" + std::to_string(c.d) + " " +
+           std::to_string(c.k) + "->" + std::to_string(c.n) + (c.b_t ? " B^T" : " B") +
+           " lda=" + std::to_string(g.lda) + " ldc=" + std::to_string(g.ldc) +
+           " ldb=" + std::to_string(g.ldb) + " b_col=" + std::to_string(g.b_col) +
+           " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta);
+  return p;
+}
+
+// The elements of A and B that @p p reads (indices into their buffers).
+std::vector<long long> read_a(const Problem& p) {
+  std::vector<long long> e;
+  for (long long i = 0; i < p.g.m; ++i)
+    for (long long q = 0; q < p.g.k * p.g.batch; ++q) e.push_back(p.off_a + i * p.g.lda + q);
+  return e;
+}
+std::vector<long long> read_b(const Problem& p) {
+  std::vector<long long> e;
+  for (long long k = 0; k < p.g.k; ++k)
+    for (long long j = 0; j < p.g.n; ++j) e.push_back(p.off_b + k * p.g.ldb + j * p.g.b_col);
+  return e;
+}
+
+// The sweep: d = 1, 3, 5, 7, 9; multiplicities @p muls (128, 64, 37: no tile's multiple, 1) on
+// both sides; both layouts of B; beta 0 and 1 (and -0.5), alpha 0.75 (and -1.25); the block
+// inside wider rows (three in four cases) or filling them. @p rows: the row counts. Without
+// @p every_layout, each (rows, d, k, n) takes one of the four (layout of B, beta), in turn.
+std::vector<IrCase> ir_cases(const std::vector<long long>& rows,
+                             const std::vector<long long>& muls = {128, 64, 37, 1},
+                             bool every_layout = true) {
+  std::vector<IrCase> out;
+  int n = 0, turn = 0;
+  for (long long r : rows)
+    for (long long d : {1, 3, 5, 7, 9})
+      for (long long k : muls)
+        for (long long nn : muls) {
+          ++turn;
+          for (bool b_t : {false, true})
+            for (double beta : {0.0, 1.0}) {
+              if (!every_layout && (turn & 3) != 2 * int(b_t) + int(beta != 0)) continue;
+              const bool wide = n % 4 != 0;
+              const double alpha = n % 7 == 3 ? -1.25 : 0.75;
+              out.push_back({r, d, k, nn, b_t, alpha, n % 11 == 5 ? -0.5 : beta, wide ? 3 : 0,
+                             wide ? 5 : 0, wide ? 7 : 0, wide ? 2 : 0, wide ? 3 : 0});
+              ++n;
+            }
+        }
+  return out;
+}
+
+double eps_of(DType t) {
+  return t == DType::kFloat64 ? std::numeric_limits<double>::epsilon()
+                              : double(std::numeric_limits<float>::epsilon());
+}
+
+class GenericKernelsIrLinear : public ::testing::TestWithParam<std::string> {
+ public:
+  void SetUp() override {
+    if (GetParam() == "cuda" && !device_available()) GTEST_SKIP() << "no CUDA device";
+    backend_ = GetParam() == "emulated" ? make_emulated_backend() : make_cuda_backend(0);
+  }
+  std::unique_ptr<DeviceBackend> backend_;
+};
+
+// Each case of @p cases on the ir_linear kernel with each tile of @p tiles (-1: the plan's),
+// against the GemmArgs definition in float64 and, with @p generic, the generic GEMM kernel:
+//   - every written element within eps (k + 2) S of the definition, S = |alpha| sum_u |A B| +
+//     |beta C| (sequential rounding of a k-term sum), and for float64 within 1e-13 relative
+//     (largest error over largest value) as well; the generic kernel within the same bound, the
+//     two within twice it;
+//   - everything outside the blocks of A and C and B's padding NaN: a read of it would spread
+//     NaN into C; beta = 0: C's block NaN as well (never read);
+//   - every element of C outside the block, random values, bitwise unchanged.
 template <class T>
-void expect_ir_mul_route(DeviceBackend& be, const std::vector<Problem>& problems, double tol) {
+void expect_ir_linear(DeviceBackend& be, const std::vector<IrCase>& cases,
+                      const std::vector<int>& tiles, bool generic) {
+  const DType t = dtype_of<T>();
   GenericKernels gk(be);
-  for (const Problem& pr : problems) {
+  GenericKernels gen(be, GenericKernels::GemmRoute::kGeneric);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  unsigned seed = 100;
+  for (const IrCase& c : cases) {
+    const Problem pr = problem(c);
     SCOPED_TRACE(pr.name);
-    const std::vector<double> A = random_vector(pr.size_a, 21), B = random_vector(pr.size_b, 22),
-                              C0 = random_vector(pr.size_c, 23);
+    T h{};
+    ASSERT_TRUE(GenericKernels::ir_mul_route(bind(pr, &h, &h, &h)));
+    // Operands in T (the device's values), as doubles for the definition.
+    auto in_t = [](std::vector<double> v) {
+      for (double& x : v) x = double(T(x));
+      return v;
+    };
+    std::vector<double> A(pr.size_a, nan), B(pr.size_b, nan);
+    std::vector<double> C0 = in_t(random_vector(pr.size_c, seed++));
+    const std::vector<double> ra = in_t(random_vector(pr.size_a, seed++)),
+                              rb = in_t(random_vector(pr.size_b, seed++));
+    for (long long i : read_a(pr)) A[i] = ra[i];
+    for (long long i : read_b(pr)) B[i] = rb[i];
+    const std::vector<long long> out = written(pr);
+    if (c.beta == 0)
+      for (long long i : out) C0[i] = nan;
+    const std::vector<double> ref = reference(pr, A, B, C0);
+    // S per written element: the definition on |A|, |B|, |alpha|, |beta| and |C|.
+    std::vector<double> aA(A), aB(B), aC(C0);
+    for (double& x : aA) x = std::abs(x);
+    for (double& x : aB) x = std::abs(x);
+    for (double& x : aC) x = std::abs(x);
+    Problem apr = pr;
+    apr.g.alpha = std::abs(c.alpha), apr.g.beta = std::abs(c.beta);
+    const std::vector<double> S = reference(apr, aA, aB, aC);
+    const double bound = eps_of(t) * double(c.k + 2);
+
     auto up = [&](const std::vector<double>& v) {
       DeviceArray<T> d(be);
       d.upload(std::vector<T>(v.begin(), v.end()));
       return d;
     };
-    DeviceArray<T> dA = up(A), dB = up(B), dC = up(C0);
-    gk.gemm_ir_mul(dtype_of<T>(), bind(pr, dA.data(), dB.data(), dC.data()), nullptr);
-    const std::vector<T> c = dC.download();
-    // Every element of C: the written ones as defined, the others (other blocks of the rows)
-    // left alone. The large GPU problems take the generic kernel's direct route as reference
-    // (the host definition is too slow for them; the tests above hold the kernel to it).
-    std::vector<double> ref;
-    if (pr.g.batch * pr.g.m * pr.g.n * pr.g.k <= 1'000'000) {
-      ref = reference(pr, A, B, C0);
-    } else {
-      GenericKernels generic(be, GenericKernels::GemmRoute::kGeneric);
-      DeviceArray<T> dR = up(C0);
-      generic.gemm(dtype_of<T>(), bind(pr, dA.data(), dB.data(), dR.data()), nullptr);
-      const std::vector<T> r = dR.download();
-      ref.assign(r.begin(), r.end());
+    DeviceArray<T> dA = up(A), dB = up(B);
+    // Checks @p got (a downloaded C) against the definition, the rest of C against C0.
+    auto check = [&](const std::vector<T>& got, const char* what) {
+      std::vector<char> in_block(got.size(), 0);
+      double err = 0, scale = 0;
+      int bad = 0;
+      for (long long i : out) {
+        in_block[i] = 1;
+        const double x = double(got[i]), e = std::abs(x - ref[i]);
+        err = std::max(err, e), scale = std::max(scale, std::abs(ref[i]));
+        if (!(e <= bound * S[i]) && bad++ < 3)
+          ADD_FAILURE() << what << ": C[" << i << "] = " << x << ", definition " << ref[i]
+                        << " (error " << e << ", bound " << bound * S[i] << ")";
+      }
+      if (t == DType::kFloat64)
+        EXPECT_LE(err, 1e-13 * scale) << what << ": largest error over largest value";
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        if (in_block[i]) continue;
+        const T want = T(C0[i]);
+        if (std::memcmp(&got[i], &want, sizeof(T)) != 0 && bad++ < 6)
+          ADD_FAILURE() << what << ": C[" << i << "] outside the block changed to " << got[i];
+      }
+    };
+    for (int tile : tiles) {
+      const IrLinearTile& x = ir_linear_tiles(t)[tile < 0 ? 0 : std::size_t(tile)];
+      if (tile >= 0 && x.bm < c.d) continue;
+      SCOPED_TRACE(tile < 0 ? std::string("planned tile") : ir_linear_kernel_name(t, tile));
+      DeviceArray<T> dC = up(C0);
+      gk.gemm_ir_linear(t, bind(pr, dA.data(), dB.data(), dC.data()), nullptr, tile);
+      check(dC.download(), "ir_linear");
     }
-    EXPECT_LE(max_rel(pick(c,
-                           [&] {
-                             std::vector<long long> all(c.size());
-                             for (std::size_t i = 0; i < all.size(); ++i) all[i] = (long long)i;
-                             return all;
-                           }()),
-                      ref),
-              tol);
+    if (generic) {
+      DeviceArray<T> dC = up(C0), dG = up(C0);
+      gen.gemm(t, bind(pr, dA.data(), dB.data(), dG.data()), nullptr);
+      const std::vector<T> g = dG.download();
+      check(g, "generic kernel");
+      gk.gemm(t, bind(pr, dA.data(), dB.data(), dC.data()), nullptr);  // gemm()'s route
+      const std::vector<T> r = dC.download();
+      for (long long i : out)
+        EXPECT_LE(std::abs(double(r[i]) - double(g[i])), 2 * bound * S[i])
+            << "routed vs generic kernel, C[" << i << "]";
+    }
     if (::testing::Test::HasFailure()) return;
   }
 }
 
-TEST_P(GenericKernelsCublas, IrMulRouteMatchesTheDefinitionFp64) {
-  expect_ir_mul_route<double>(*backend_, linear_problems(!backend_->emulated()), 1e-12);
+// The SIMT tiles of @p t, or every tile (with @p mma).
+std::vector<int> simt_tiles(DType t, bool mma = false) {
+  std::vector<int> v;
+  for (int i = 0; i < int(ir_linear_tiles(t).size()); ++i)
+    if (mma || !ir_linear_tiles(t)[std::size_t(i)].mma) v.push_back(i);
+  return v;
 }
-TEST_P(GenericKernelsCublas, IrMulRouteMatchesTheDefinitionFp32) {
-  expect_ir_mul_route<float>(*backend_, linear_problems(false), 1e-5);
+// The tiles of the large sweeps: every tile on a GPU; the SIMT tiles in the emulation, where the
+// DMMA tile has a smaller sweep of its own (the emulation exchanges every fragment between the
+// lanes of a warp, which costs).
+std::vector<int> sweep_tiles(const DeviceBackend& be, DType t) {
+  return simt_tiles(t, !be.emulated());
+}
+
+TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnFewRowsFp64) {
+  expect_ir_linear<double>(*backend_, ir_cases({1, 5}), sweep_tiles(*backend_, DType::kFloat64),
+                           true);
+}
+TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnFewRowsFp32) {
+  expect_ir_linear<float>(*backend_, ir_cases({1, 5}), sweep_tiles(*backend_, DType::kFloat32),
+                          true);
+}
+// MACE's shapes (128 -> 128, l = 1 and 2, forward with B and beta 0, backward with B^T and
+// beta 1) on 300 rows: the largest SIMT tile over several tiles of rows, and the planned one.
+TEST_P(GenericKernelsIrLinear, LargestTileMatchesTheDefinitionOnMaceShapesFp64) {
+  std::vector<IrCase> cases;
+  for (long long d : {3, 5})
+    for (bool bt : {false, true})
+      cases.push_back({300, d, 128, 128, bt, 1.0, bt ? 1.0 : 0.0, 128, 384, 384, 128, 0});
+  // The largest SIMT tile and the planned one; on a GPU the DMMA tile as well.
+  std::vector<int> tiles = {simt_tiles(DType::kFloat64)[0], -1};
+  for (int i : sweep_tiles(*backend_, DType::kFloat64))
+    if (ir_linear_tiles(DType::kFloat64)[std::size_t(i)].mma) tiles.push_back(i);
+  expect_ir_linear<double>(*backend_, cases, tiles, false);
+}
+TEST_P(GenericKernelsIrLinear, LargestTileMatchesTheDefinitionOnMaceShapesFp32) {
+  std::vector<IrCase> cases;
+  for (long long d : {3, 5})
+    for (bool bt : {false, true})
+      cases.push_back({300, d, 128, 128, bt, 1.0, bt ? 1.0 : 0.0, 128, 384, 384, 128, 0});
+  expect_ir_linear<float>(*backend_, cases, {0, -1}, false);
+}
+
+// The float64 DMMA tile: every d, K and N tails (37, 1) on 5 rows and a single row with K = 128
+// (eight chunks), the layouts in turn, and MACE's shapes on 100 rows (several tiles of rows,
+// a partial last one).
+TEST_P(GenericKernelsIrLinear, DmmaTileMatchesTheDefinitionFp64) {
+  std::vector<int> mma;
+  for (int i = 0; i < int(ir_linear_tiles(DType::kFloat64).size()); ++i)
+    if (ir_linear_tiles(DType::kFloat64)[std::size_t(i)].mma) mma.push_back(i);
+  ASSERT_FALSE(mma.empty());
+  std::vector<IrCase> cases = ir_cases({5}, {37, 1}, false);
+  for (const IrCase& c : ir_cases({1}, {128, 1}, false)) cases.push_back(c);
+  cases.push_back({100, 3, 128, 128, false, 1.0, 0.0, 128, 384, 384, 128, 0});
+  cases.push_back({100, 5, 128, 128, true, 1.0, 1.0, 128, 384, 384, 128, 0});
+  expect_ir_linear<double>(*backend_, cases, mma, false);
+}
+
+// gemm() gives the per-m form to the ir_linear kernel on every backend (d = 1: only where there
+// is no cuBLAS), with the GEMM's shape as its timing record's detail and its floor.
+TEST_P(GenericKernelsIrLinear, GemmRoutesLinearBlocksToIt) {
+  GenericKernels gk(*backend_);
+  for (long long d : {1, 3}) {
+    const Problem pr = problem(IrCase{5, d, 32, 64, false, 1.0, 1.0, 3, 5, 7, 2, 3});
+    SCOPED_TRACE(pr.name);
+    DeviceArray<double> dA(*backend_, pr.size_a), dB(*backend_, pr.size_b),
+        dC(*backend_, pr.size_c);
+    for (DeviceArray<double>* x : {&dA, &dB, &dC}) x->zero();
+    backend_->set_kernel_timing(true);
+    gk.gemm(DType::kFloat64, bind(pr, dA.data(), dB.data(), dC.data()), nullptr);
+    backend_->set_kernel_timing(false);
+    const std::vector<KernelTiming> r = backend_->take_kernel_timings();
+    ASSERT_EQ(r.size(), 1u);
+    if (d == 1 && gk.uses_cublas()) {
+      EXPECT_EQ(r[0].name.rfind("cublas dgemm", 0), 0u) << r[0].name;
+      continue;
+    }
+    const std::string detail = d == 1 ? " 5x64x32" : " 5x64x32 x3";
+    EXPECT_EQ(r[0].name, "clebsch_ir_linear_f64_32x32" + detail);
+    // A and C's blocks once, C also read (beta = 1), B once; 2 m n k d flops.
+    EXPECT_EQ(r[0].floor.bytes, 8.0 * (5 * 32 * d + 32 * 64 + 2 * 5 * 64 * d));
+    EXPECT_EQ(r[0].floor.flops, 2.0 * 5 * 64 * 32 * d);
+  }
+}
+
+// 300 rows: many tiles of rows, a partial last one, for every tile and d (multiplicities 37
+// and 1 and the layouts in turn: the emulation runs a block's threads as fibers, which costs).
+TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnRowTailsFp64) {
+  expect_ir_linear<double>(*backend_, ir_cases({300}, {37, 1}, false),
+                           sweep_tiles(*backend_, DType::kFloat64), true);
+}
+TEST_P(GenericKernelsIrLinear, EveryTileMatchesTheDefinitionOnRowTailsFp32) {
+  expect_ir_linear<float>(*backend_, ir_cases({300}, {37, 1}, false),
+                          sweep_tiles(*backend_, DType::kFloat32), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GenericKernelsCublas, ::testing::Values("emulated", "cuda"),
+                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, GenericKernelsIrLinear, ::testing::Values("emulated", "cuda"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

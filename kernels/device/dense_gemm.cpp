@@ -85,8 +85,8 @@ std::optional<CublasGemmPlan> plan_cublas_gemm(const GemmArgs& in) {
   if (in.a_rows || in.c_rows || in.b_select || in.batch < 1) return std::nullopt;
   if (in.m < 1 || in.n < 1 || in.k < 1 || !in.a || !in.b || !in.c) return std::nullopt;
   if (in.batch == 1) return plan_matrix(in, 0, 0, 0);
-  // A batch of whole matrices (unit stride inside each, the batch stride between them, as
-  // GenericKernels::gemm_ir_mul makes): cuBLAS's strided batch over the batch index.
+  // A batch of whole matrices (unit stride inside each, the batch stride between them: the
+  // per-m matrices of a batch-major copy): cuBLAS's strided batch over the batch index.
   if ((in.a_col == 1 || in.lda == 1) && (in.c_col == 1 || in.ldc == 1) && in.a_batch != 1 &&
       in.c_batch != 1 && fits_int(in.batch)) {
     std::optional<CublasGemmPlan> p = plan_matrix(in, in.a_batch, in.b_batch, in.c_batch);

@@ -11,7 +11,9 @@
 //     1, but for a fixed row (node) i the block is a small matrix with a unit-stride m index, so
 //     the whole call is one cublas<t>gemmStridedBatched over the rows, with the m index as
 //     cuBLAS's first dimension: C_i (2l+1 x n) = X_i (2l+1 x k) op(W), strides lda and ldc
-//     between rows, the weights shared (stride 0).
+//     between rows, the weights shared (stride 0). That is one tiny GEMM per row, so
+//     GenericKernels::gemm gives the blocks of mul_ir rows (ir_mul_route) to its ir_linear kernel
+//     (ir_linear.h) instead; the plan remains for the per-m forms outside that rule.
 // Everything else stays on the generic kernel: row gathers (a_rows/c_rows), per-row weight
 // selection (b_select: species-dependent linears, also with a batch), batches whose weights
 // change along the batch (b_batch != 0), shapes with no unit stride in some operand, k = 0

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "clebsch/cuda/device/ir_linear.h"
 #include "clebsch/cuda/device/tf32x3_gemm.h"
 #include "clebsch/support/error.h"
 #include "kernel_templates.h"
@@ -75,7 +76,8 @@ LaunchDims grid_for(long long n, unsigned threads) {
 
 std::string generic_kernels_source() {
   return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
-         templates::k_generic_kernels + "\n" + templates::k_mlp_chain + tf32x3_kernels_source();
+         templates::k_generic_kernels + "\n" + templates::k_mlp_chain + ir_linear_source() +
+         tf32x3_kernels_source();
 }
 
 std::vector<KernelSpec> generic_kernel_specs() {
@@ -86,7 +88,6 @@ std::vector<KernelSpec> generic_kernel_specs() {
                           {"act_backward", "ActArgs"},
                           {"scale_rows", "ScaleRowsArgs"},
                           {"row_dot", "RowDotArgs"},
-                          {"permute", "PermuteArgs"},
                           {"gate_forward", "GateArgs"},
                           {"gate_backward", "GateArgs"},
                           {"layer_norm_forward", "LayerNormArgs"},
@@ -103,12 +104,12 @@ std::vector<KernelSpec> generic_kernel_specs() {
     for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k + "_" + s, "MlpChainArgs", true, kMlpMaxShared});
   for (KernelSpec& s : tf32x3_kernel_specs()) specs.push_back(std::move(s));
+  for (KernelSpec& s : ir_linear_kernel_specs()) specs.push_back(std::move(s));
   return specs;
 }
 
 GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backend_(backend) {
   total_bounds_.name("generic kernels: total's bounds", BufferScale::kFixed);
-  workspace_.name("generic kernels: gemm_ir_mul workspace (rows up to 65,536)", BufferScale::kAtom);
   module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
   tf32x3_ = route == GemmRoute::kAuto && !tf32x3_disabled_by_env() &&
             backend_.limits().sm_major >= 8;  // TF32 MMAs and cp.async
@@ -127,42 +128,21 @@ const DeviceKernel& GenericKernels::k2(const std::string& base, DType tx, DType 
 }
 
 bool GenericKernels::ir_mul_route(const GemmArgs& a) {
-  // The per-m batches of an l > 0 linear block on mul_ir rows: m rows of a d x k problem each,
-  // which cuBLAS can only take as m tiny GEMMs (a quarter of a millisecond for 10k rows of a
-  // 128 x 128 block on the H200, 50x its floor).
-  return a.batch > 1 && a.m >= kIrMulMinRows && a.a_batch == 1 && a.c_batch == 1 &&
+  // The per-m GEMMs of a linear block on mul_ir rows: per row a d x k by k x n product, which
+  // cuBLAS could only take as one tiny GEMM per row or through permuted copies of the rows.
+  return a.batch >= 1 && a.batch <= kIrLinearMaxDim && a.a_batch == 1 && a.c_batch == 1 &&
          a.b_batch == 0 && a.a_col == a.batch && a.c_col == a.batch && !a.a_rows && !a.c_rows &&
-         !a.b_select && a.k > 0 && a.n > 0;
+         !a.b_select && a.m > 0 && a.k > 0 && a.n > 0;
 }
 
-void GenericKernels::gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const {
-  const long long d = a.batch, size = t == DType::kFloat64 ? 8 : 4;
-  // Chunks of rows bound the workspace, and keep the permutation's indices in 32 bits.
-  const long long max_rows = std::max(1LL, (1LL << 31) / (d * std::max(a.k, a.n)));
-  const long long chunk = std::min({a.m, kIrMulChunkRows, max_rows});
-  workspace_.resize(static_cast<std::size_t>(chunk * d * (a.k + a.n) * size));
-  char* ta = static_cast<char*>(static_cast<void*>(workspace_.data()));
-  char* tc = ta + chunk * d * a.k * size;
-  for (long long r0 = 0; r0 < a.m; r0 += chunk) {
-    const long long n = std::min(chunk, a.m - r0);
-    const char* arow = static_cast<const char*>(a.a) + r0 * a.lda * size;
-    char* crow = static_cast<char*>(a.c) + r0 * a.ldc * size;
-    PermuteArgs in{const_cast<char*>(arow), ta, n, a.k, d, a.lda, 1.0, 0.0, 0};
-    backend_.set_timing_floor(2.0 * double(size * n * a.k * d));
-    backend_.launch(k("permute", t), grid_for(n * a.k * d), s, in);
-    // Each m a whole n x k matrix: one strided-batched GEMM over the d components.
-    GemmArgs g{};
-    g.a = ta, g.b = a.b, g.c = tc;
-    g.m = n, g.n = a.n, g.k = a.k, g.batch = d;
-    g.lda = a.k, g.a_col = 1, g.a_batch = n * a.k;
-    g.ldb = a.ldb, g.b_col = a.b_col, g.b_batch = 0;
-    g.ldc = a.n, g.c_col = 1, g.c_batch = n * a.n;
-    g.alpha = a.alpha, g.beta = 0.0;
-    gemm(t, g, s);
-    PermuteArgs out{crow, tc, n, a.n, d, a.ldc, 1.0, a.beta, 1};
-    backend_.set_timing_floor((a.beta != 0.0 ? 3.0 : 2.0) * double(size * n * a.n * d));
-    backend_.launch(k("permute", t), grid_for(n * a.n * d), s, out);
+void GenericKernels::gemm_ir_linear(DType t, const GemmArgs& a, Stream s, int tile) const {
+  if (backend_.kernel_timing()) {
+    char detail[96];
+    backend_.set_timing_detail(gemm_detail(a, detail));
+    const KernelFloor f = gemm_floor(t, a);
+    backend_.set_timing_floor(f.bytes, f.flops);
   }
+  launch_ir_linear(backend_, *module_, t, a, s, tile);
 }
 
 void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
@@ -183,7 +163,7 @@ void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
 
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
   if (tf32x3_ && tf32x3_route(t, a)) return gemm_tf32x3(a, s);
-  if (dense_ && ir_mul_route(a)) return gemm_ir_mul(t, a, s);
+  if (ir_mul_route(a) && (a.batch > 1 || !dense_)) return gemm_ir_linear(t, a, s);
   const bool timing = backend_.kernel_timing();
   char detail[96];
   if (dense_)

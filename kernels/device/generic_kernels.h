@@ -13,10 +13,11 @@
 // (float32 never goes through plain TF32, so the model-spec tolerances hold). On both backends,
 // gemm() sends float32 plain dense GEMMs of many rows (radial MLPs over the edges, l = 0 blocks
 // of linears) to the 3xTF32 tensor-core kernel, float32 accurate (tf32x3_gemm.h: the routing
-// rule, and CLEBSCH_NO_TF32X3=1 for the old route). On the CUDA backend, it sends the other
-// plain dense GEMMs (float64, few rows) and the per-m batches of l > 0 linear blocks to cuBLAS,
-// loaded at run time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the
-// kernel); the engines see one GemmArgs interface either way.
+// rule, and CLEBSCH_NO_TF32X3=1 for the old route), and the per-m GEMMs of e3nn linear blocks
+// on mul_ir rows (ir_mul_route) to the tiled ir_linear kernel (ir_linear.h). On the CUDA
+// backend, it sends the other plain dense GEMMs (float64, few rows) to cuBLAS, loaded at run
+// time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the kernels); the
+// engines see one GemmArgs interface either way.
 #pragma once
 
 #include <memory>
@@ -62,20 +63,19 @@ class GenericKernels {
   /// kAuto opens cuBLAS for it (see dense_gemm.h).
   explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
 
-  /// gemm_tf32x3 when uses_tf32x3() and tf32x3_route(t, a); else cuBLAS when plan_cublas_gemm(a)
-  /// gives a plan and this object has a cuBLAS handle, else the generic kernel. With cuBLAS, the
-  /// per-m batches of an l > 0 linear block on many mul_ir rows (ir_mul_route) go through
-  /// gemm_ir_mul.
+  /// gemm_tf32x3 when uses_tf32x3() and tf32x3_route(t, a); else the ir_linear kernel for the
+  /// ir_mul_route form (with d = 1, an l = 0 block, only where there is no cuBLAS: it is then a
+  /// plain dense GEMM, which cuBLAS runs faster); else cuBLAS when plan_cublas_gemm(a) gives a
+  /// plan and this object has a cuBLAS handle, else the generic kernel.
   void gemm(DType t, const GemmArgs& a, Stream s) const;
-  /// Whether @p a is the per-m batch form of a linear block (GemmArgs batch over the d
-  /// components, a_col = c_col = d, no row gathers or selection) on at least kIrMulMinRows rows.
+  /// Whether @p a is the per-m form of an e3nn linear block on mul_ir rows, which the ir_linear
+  /// kernel takes: GemmArgs batch over the d <= kIrLinearMaxDim components (a_batch = c_batch =
+  /// 1, a_col = c_col = d), one B for every component and row (b_batch = 0, no b_select), no
+  /// row gathers, m, n, k > 0.
   static bool ir_mul_route(const GemmArgs& a);
-  /// @p a (ir_mul_route form) through a batch-major ir_mul copy: the rows' blocks permuted into a
-  /// workspace, one strided-batched GEMM with a whole matrix per component, permuted back
-  /// (honouring beta), kIrMulChunkRows rows at a time so that the workspace stays bounded.
-  /// Public so that the tests compare it with the direct route on any backend.
-  void gemm_ir_mul(DType t, const GemmArgs& a, Stream s) const;
-  static constexpr long long kIrMulMinRows = 256, kIrMulChunkRows = 65536;
+  /// @p a (ir_mul_route form) on the ir_linear kernel, whatever gemm() would choose; @p tile
+  /// >= 0 forces that tile of ir_linear_tiles (plan_ir_linear). Public for the tests.
+  void gemm_ir_linear(DType t, const GemmArgs& a, Stream s, int tile = -1) const;
   /// The 3xTF32 tensor-core kernel (tf32x3_gemm.h) on @p a, whatever its size: float32 only, a
   /// form plan_tf32x3_gemm takes (@throws Error otherwise). gemm() calls it where tf32x3_route
   /// says; public so that the tests run it on small problems.
@@ -128,7 +128,6 @@ class GenericKernels {
   std::string gemm_route_;
   // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
   mutable DeviceArray<int> total_bounds_{backend_};
-  mutable DeviceArray<unsigned char> workspace_{backend_};  // gemm_ir_mul's permuted blocks
   mutable long long total_n_ = -1;
 };
 

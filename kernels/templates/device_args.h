@@ -109,17 +109,6 @@ struct LayerNormArgs {
 };
 
 
-/// Between n rows of e3nn's mul_ir blocks (x(r, u, m) = x[r ld + u d + m]) and a batch-major
-/// ir_mul copy t[m][r][u] (GenericKernels::gemm's route for the per-m batches of a linear
-/// block): forward t = x; back x = alpha t + beta x (beta == 0 writes x without reading it).
-struct PermuteArgs {
-  void* x;
-  void* t;
-  long long n, mul, d, ld;
-  double alpha, beta;
-  int back;
-};
-
 /// out[i] = alpha * sum_c a(i,c) b(i,c) (+ beta * out[i] when beta != 0).
 struct RowDotArgs {
   const void* a;
