@@ -225,6 +225,72 @@ TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
   EXPECT_LE(test::rel_error(std::vector<double>(fgx.begin(), fgx.end()), hgx), 1e-5);
 }
 
+// A radial MLP of MACE-MP / NequIP width ([n_basis, 64, 64, 64] then a wide plain layer), the
+// shape the chain runs on the tensor cores (mlp_chain_mma.cuh.in: DMMA in float64, 3xTF32 in
+// float32): 77 rows (whole warp strips and a part), with and without biases and out_scale, 8 and
+// 10 inputs, forward and backward against the host Mlp, and the tensor-core chain against the
+// SIMT one (CLEBSCH_MLP_SIMT=1) on the same rows.
+TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant ? "10 inputs, biases, tanh, out_scale" : "8 inputs, silu, no bias");
+    model::Mlp m;
+    const int widths[] = {variant ? 10 : 8, 64, 64, 64, 200};
+    for (int l = 0; l < 4; ++l) {
+      model::Mlp::Layer L;
+      L.h_in = widths[l], L.h_out = widths[l + 1];
+      L.weight = test::randn(L.h_in * L.h_out, 80 + 10 * variant + l);
+      L.weight_scale = 1.0 / std::sqrt(double(L.h_in));
+      if (l < 3) {
+        if (variant) L.bias = test::randn(L.h_out, 90 + l);
+        L.activation = variant ? model::Activation{"tanh", model::Activation::Kind::kTanh, 1.3}
+                               : model::Activation{"silu", model::Activation::Kind::kSilu, 1.68};
+        L.out_scale = variant && l == 1 ? 0.7 : 1.0;
+      }
+      m.layers.push_back(L);
+    }
+    mace_detail::Mlp<double> host(m, "radial_mlp");
+    DeviceMlp<double> dev(*backend_, m, "radial_mlp");
+    ASSERT_TRUE(dev.fused_chain());
+    MlpChainArgs probe{};
+    probe.num_layers = 3;
+    for (int l = 0; l < 4; ++l) probe.dims[l] = widths[l];
+    ASSERT_TRUE(GenericKernels::mlp_mma_route(probe, backend_->limits(), backend_->emulated()));
+    const std::vector<double> gx = check_mlp(dev, host, 77, 21 + variant, 1e-13);
+    double gmax = 0;
+    for (double v : gx) gmax = std::max(gmax, std::abs(v));
+    EXPECT_GT(gmax, 1e-2);
+
+    const int rows = 77;
+    const std::vector<double> x = test::randn(rows * widths[0], 31 + variant),
+                              gy = test::randn(rows * 200, 41 + variant);
+    std::vector<double> y(rows * 200), scratch(host.scratch_size(rows)),
+        g = gy, hgx(x.size()), work(2 * rows * host.max_width());
+    host.forward(rows, x.data(), y.data(), scratch.data());
+    host.backward(rows, scratch.data(), g.data(), hgx.data(), work.data());
+    // float32 (3xTF32) against the float64 host, and against the SIMT chain in float32.
+    std::vector<float> fy[2], fgx[2];
+    for (int simt = 0; simt < 2; ++simt) {
+      if (simt) setenv("CLEBSCH_MLP_SIMT", "1", 1);
+      DeviceMlp<float> devf(*backend_, m, "radial_mlp");
+      DeviceArray<float> dx(*backend_), dgy(*backend_), dy(*backend_, y.size()),
+          dgx(*backend_, x.size());
+      dx.upload(std::vector<float>(x.begin(), x.end()));
+      dgy.upload(std::vector<float>(gy.begin(), gy.end()));
+      devf.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
+      devf.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
+      fy[simt] = dy.download(), fgx[simt] = dgx.download();
+      unsetenv("CLEBSCH_MLP_SIMT");
+      EXPECT_LE(test::rel_error(std::vector<double>(fy[simt].begin(), fy[simt].end()), y), 2e-5)
+          << "simt " << simt;
+      EXPECT_LE(test::rel_error(std::vector<double>(fgx[simt].begin(), fgx[simt].end()), hgx), 2e-5)
+          << "simt " << simt;
+    }
+    EXPECT_LE(test::rel_error(std::vector<double>(fy[0].begin(), fy[0].end()),
+                              std::vector<double>(fy[1].begin(), fy[1].end())),
+              2e-5);
+  }
+}
+
 // The fused route reads the forward's input rows again: a backward of rows it never saw is an
 // error, not a gradient of whatever the pointer holds.
 TEST_P(DeviceOps, FusedMlpBackwardNeedsItsForward) {

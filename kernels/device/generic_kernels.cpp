@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +37,14 @@ double size_of_type(DType t) { return t == DType::kFloat64 ? 8.0 : 4.0; }
 
 // templates/mlp_chain.cuh.in's tile: kMlpRows rows a block, kMlpStride values a feature.
 constexpr int kMlpRows = 32, kMlpThreads = 128, kMlpStride = kMlpRows + 4;
+// templates/mlp_chain_mma.cuh.in: 4 warps of 8 (float64) or 16 (float32) rows, every layer
+// kMmaWidth wide, and per layer each lane's 16 float64 / 32 float32 phi'(z) in the backward.
+constexpr int kMmaWidth = 64, kMmaThreads = 128, kMmaPhiBytes = 16 * 8 * kMmaThreads;
+
+bool simt_chain_requested() {
+  const char* e = std::getenv("CLEBSCH_MLP_SIMT");
+  return e && *e && std::strcmp(e, "0") != 0;
+}
 // What the chain kernels may ask for (DeviceMlp keeps its chains within it).
 constexpr unsigned kMlpMaxShared = 200 * 1024;
 
@@ -77,7 +87,7 @@ LaunchDims grid_for(long long n, unsigned threads) {
 std::string generic_kernels_source() {
   return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
          templates::k_generic_kernels + "\n" + templates::k_mlp_chain + ir_linear_source() +
-         tf32x3_kernels_source();
+         tf32x3_kernels_source() + "\n" + templates::k_mlp_chain_mma;
 }
 
 std::vector<KernelSpec> generic_kernel_specs() {
@@ -100,7 +110,7 @@ std::vector<KernelSpec> generic_kernel_specs() {
     for (const char* s : {"f32_f32", "f32_f64", "f64_f32", "f64_f64"})
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
   // Block barriers and shared tiles: run as whole blocks by the emulator.
-  for (const char* k : {"mlp_forward", "mlp_backward"})
+  for (const char* k : {"mlp_forward", "mlp_backward", "mlp_mma_forward", "mlp_mma_backward"})
     for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k + "_" + s, "MlpChainArgs", true, kMlpMaxShared});
   for (KernelSpec& s : tf32x3_kernel_specs()) specs.push_back(std::move(s));
@@ -252,8 +262,27 @@ void GenericKernels::mlp_forward(DType t, const MlpChainArgs& a, Stream s) const
 void GenericKernels::mlp_backward(DType t, const MlpChainArgs& a, Stream s) const {
   launch_mlp(t, a, true, s);
 }
+bool GenericKernels::mlp_mma_route(const MlpChainArgs& a, const BackendLimits& limits,
+                                   bool emulated) {
+  if (simt_chain_requested() || (!emulated && limits.sm_major < 8)) return false;
+  if (a.num_layers < 1 || a.num_layers > 4 || a.dims[0] < 1 || a.dims[0] > kMmaWidth) return false;
+  for (int l = 1; l <= a.num_layers; ++l)
+    if (a.dims[l] != kMmaWidth) return false;
+  return true;
+}
+
 void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, Stream s) const {
   if (a.rows <= 0) return;
+  const KernelFloor f = mlp_floor(t, a, backward);
+  if (mlp_mma_route(a, backend_.limits(), backend_.emulated())) {
+    const long long rows = t == DType::kFloat64 ? 32 : 64;
+    LaunchDims d;
+    d.threads = kMmaThreads;
+    d.grid_x = static_cast<unsigned>(std::min<long long>((a.rows + rows - 1) / rows, 1 << 20));
+    d.shared_bytes = backward ? static_cast<unsigned>(a.num_layers * kMmaPhiBytes) : 0;
+    backend_.set_timing_floor(f.bytes, f.flops);
+    return backend_.launch(k(backward ? "mlp_mma_backward" : "mlp_mma_forward", t), d, s, a);
+  }
   LaunchDims d;
   d.threads = kMlpThreads;
   d.grid_x =
@@ -262,7 +291,6 @@ void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, S
   if (d.shared_bytes > kMlpMaxShared)
     throw Error("MLP chain: its tiles need " + std::to_string(d.shared_bytes) +
                 " bytes of shared memory, more than " + std::to_string(kMlpMaxShared));
-  const KernelFloor f = mlp_floor(t, a, backward);
   backend_.set_timing_floor(f.bytes, f.flops);
   backend_.launch(k(backward ? "mlp_backward" : "mlp_forward", t), d, s, a);
 }
