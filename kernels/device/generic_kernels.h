@@ -103,9 +103,10 @@ class GenericKernels {
   void mlp_backward(DType t, const MlpChainArgs& a, Stream s) const;
   /// The dynamic shared memory those kernels take for @p a (backward: every pre-activation).
   static unsigned mlp_shared_bytes(DType t, const MlpChainArgs& a, bool backward);
-  /// Whether a chain runs on the tensor cores (templates/mlp_chain_mma.cuh.in: 1 to 4 layers of
-  /// 64 outputs on up to 64 inputs, on sm_80 or later or the emulated backend), not on the SIMT
-  /// chain kernels; CLEBSCH_MLP_SIMT=1 keeps every chain on the SIMT kernels (A/B runs).
+  /// Whether a chain may run on the tensor cores (templates/mlp_chain_mma.cuh.in: 1 to 4 layers
+  /// of 64 outputs on up to 64 inputs, on sm_80 or later or the emulated backend): its backward
+  /// in both precisions, its forward in float64 (a float32 forward stays on the SIMT kernel,
+  /// faster there); CLEBSCH_MLP_SIMT=1 keeps every chain on the SIMT kernels (A/B runs).
   static bool mlp_mma_route(const MlpChainArgs& a, const BackendLimits& limits, bool emulated);
   /// torch LayerNorm on rows (LayerNormArgs; DeviceMlp's layers with one).
   void layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const;
