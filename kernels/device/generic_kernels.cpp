@@ -84,9 +84,13 @@ LaunchDims grid_for(long long n, unsigned threads) {
   return d;
 }
 
-std::string generic_kernels_source() {
+std::string generic_helpers_source() {
   return std::string("// Clebsch generic kernels\n") + templates::k_device_args + "\n" +
-         templates::k_generic_kernels + "\n" + templates::k_mlp_chain + ir_linear_source() +
+         templates::k_generic_kernels;
+}
+
+std::string generic_kernels_source() {
+  return generic_helpers_source() + "\n" + templates::k_mlp_chain + ir_linear_source() +
          tf32x3_kernels_source() + "\n" + templates::k_mlp_chain_mma;
 }
 

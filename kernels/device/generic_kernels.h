@@ -44,9 +44,13 @@ constexpr DType dtype_of<double>() {
 /// Launch shape of a grid-stride loop over @p n items (capped grid, @p threads per block).
 LaunchDims grid_for(long long n, unsigned threads = 256);
 
-/// The source of the generic module (device_args.h + generic_kernels.cuh.in), for engines that
-/// append their own kernels to it and for tests.
+/// The source of the generic module: device_args.h, generic_kernels.cuh.in and the tiled kernels
+/// (MLP chains, ir_linear, the 3xTF32 GEMM).
 std::string generic_kernels_source();
+/// device_args.h and generic_kernels.cuh.in alone: what a model's own module pastes for the
+/// device helpers (activations, grid-stride loops, the argument structs). The tiled kernels stay
+/// out: every model module would otherwise compile them again (NVRTC time at each new model).
+std::string generic_helpers_source();
 /// The KernelSpecs of every generic kernel.
 std::vector<KernelSpec> generic_kernel_specs();
 

@@ -96,12 +96,13 @@ std::string mace_kernels_source(const model::Model& model, Precision precision) 
     const ContractionTables ct = mace_contraction_tables(model, t);
     symcon += mace_symcon_source(ct, mace_symcon_layout(model, t, ct), t);
   }
-  return generic_kernels_source() + templates::k_mace_device_args + o.str() +
+  return generic_helpers_source() + templates::k_mace_device_args + o.str() +
          templates::k_mace_kernels + symcon;
 }
 
 std::vector<KernelSpec> mace_kernel_specs(const model::Model& model) {
-  std::vector<KernelSpec> specs = generic_kernel_specs();
+  // The generic kernels the module's source carries are the generic module's to launch.
+  std::vector<KernelSpec> specs;
   const char* k[][2] = {
       {"mace_edge_geometry", "MaceEdgeArgs"},       {"mace_edge_gradient", "MaceEdgeArgs"},
       {"mace_cut_forward", "MaceCutArgs"},          {"mace_mlp_input", "MaceMlpInputArgs"},
