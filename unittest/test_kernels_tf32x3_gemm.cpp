@@ -452,7 +452,8 @@ TEST_P(Tf32x3Gemm, MatchesTheFloat64ReferenceWithinTheFloat32Bound) {
 // rows, float64, GemmRoute::kGeneric and CLEBSCH_NO_TF32X3=1 keep the old route.
 TEST_P(Tf32x3Gemm, GemmRoutesWithItsTimingRecordAndTheOverridesRestoreTheOldRoute) {
   DeviceBackend& be = *backend_;
-  const long long m = kTf32x3MinRows + 44, n = 64, k = 64;
+  // n = kTf32x3MinColumnsBesideCublas: a form gemm() routes on every backend.
+  const long long m = kTf32x3MinRows + 44, n = kTf32x3MinColumnsBesideCublas, k = 64;
   DeviceArray<float> A(be), B(be), C(be, std::size_t(m * n));
   A.upload(random_floats(std::size_t(m * k), 1));
   B.upload(random_floats(std::size_t(k * n), 2));
@@ -480,11 +481,17 @@ TEST_P(Tf32x3Gemm, GemmRoutesWithItsTimingRecordAndTheOverridesRestoreTheOldRout
     EXPECT_EQ(r.size(), 1u);
     return r.empty() ? KernelTiming{} : r[0];
   };
-  const std::string shape = std::to_string(m) + "x64x64";
+  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x64";
   GemmArgs g = GenericKernels::dense(A.data(), B.data(), C.data(), m, n, k, 1.0, 1.0);
   KernelTiming t = record(routed, DType::kFloat32, g);
-  EXPECT_EQ(t.name, "clebsch_gemm_tf32x3_128x64_nn " + shape);
-  EXPECT_EQ(t.threads, 128u);
+  EXPECT_EQ(t.name, "clebsch_gemm_tf32x3_128x128_nn " + shape);
+  EXPECT_EQ(t.threads, 256u);
+  // Fewer columns: the 3xTF32 kernel where cuBLAS is missing (the emulated backend), cuBLAS
+  // where it loads (measured no faster there, run 28).
+  const GemmArgs narrow = GenericKernels::dense(A.data(), B.data(), C.data(), m, 64, k);
+  EXPECT_EQ(record(routed, DType::kFloat32, narrow).name,
+            std::string(be.emulated() ? "clebsch_gemm_tf32x3_128x64_nn " : "cublas sgemm ") +
+                std::to_string(m) + "x64x64");
   // A, B and C once, C read too (beta = 1); 2 m n k flops.
   EXPECT_DOUBLE_EQ(t.floor.bytes, 4.0 * double(m * k + k * n + 2 * m * n));
   EXPECT_DOUBLE_EQ(t.floor.flops, 2.0 * double(m * n * k));
@@ -495,7 +502,7 @@ TEST_P(Tf32x3Gemm, GemmRoutesWithItsTimingRecordAndTheOverridesRestoreTheOldRout
   const GemmArgs few =
       GenericKernels::dense(A.data(), B.data(), C.data(), kTf32x3MinRows - 1, n, k);
   EXPECT_EQ(record(routed, DType::kFloat32, few).name,
-            old_route + std::to_string(kTf32x3MinRows - 1) + "x64x64");
+            old_route + std::to_string(kTf32x3MinRows - 1) + "x" + std::to_string(n) + "x64");
   const GemmArgs f64 = GenericKernels::dense(A64.data(), B64.data(), C64.data(), m, n, k);
   EXPECT_EQ(record(routed, DType::kFloat64, f64).name,
             (be.emulated() ? "clebsch_gemm_f64 " : "cublas dgemm ") + shape);

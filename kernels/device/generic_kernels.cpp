@@ -176,7 +176,8 @@ void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
 }
 
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
-  if (tf32x3_ && tf32x3_route(t, a)) return gemm_tf32x3(a, s);
+  if (tf32x3_ && tf32x3_route(t, a) && (!dense_ || a.n >= kTf32x3MinColumnsBesideCublas))
+    return gemm_tf32x3(a, s);
   if (ir_mul_route(a) && (a.batch > 1 || !dense_)) return gemm_ir_linear(t, a, s);
   const bool timing = backend_.kernel_timing();
   char detail[96];

@@ -12,12 +12,13 @@
 // load-time CUDA dependencies. It is one output element per thread, in the network precision
 // (float32 never goes through plain TF32, so the model-spec tolerances hold). On both backends,
 // gemm() sends float32 plain dense GEMMs of many rows (radial MLPs over the edges, l = 0 blocks
-// of linears) to the 3xTF32 tensor-core kernel, float32 accurate (tf32x3_gemm.h: the routing
-// rule, and CLEBSCH_NO_TF32X3=1 for the old route), and the per-m GEMMs of e3nn linear blocks
-// on mul_ir rows (ir_mul_route) to the tiled ir_linear kernel (ir_linear.h). On the CUDA
-// backend, it sends the other plain dense GEMMs (float64, few rows) to cuBLAS, loaded at run
-// time (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the kernels); the
-// engines see one GemmArgs interface either way.
+// of linears; beside cuBLAS only the wide ones, where it was measured faster) to the 3xTF32
+// tensor-core kernel, float32 accurate (tf32x3_gemm.h: the routing rule, and
+// CLEBSCH_NO_TF32X3=1 for the old route), and the per-m GEMMs of e3nn linear blocks on mul_ir
+// rows (ir_mul_route) to the tiled ir_linear kernel (ir_linear.h). On the CUDA backend, it
+// sends the other plain dense GEMMs (float64, few rows or columns) to cuBLAS, loaded at run time
+// (dense_gemm.h: the routing rule, and CLEBSCH_NO_CUBLAS=1 to force the kernels); the engines
+// see one GemmArgs interface either way.
 #pragma once
 
 #include <memory>
@@ -67,7 +68,8 @@ class GenericKernels {
   /// kAuto opens cuBLAS for it (see dense_gemm.h).
   explicit GenericKernels(DeviceBackend& backend, GemmRoute route = GemmRoute::kAuto);
 
-  /// gemm_tf32x3 when uses_tf32x3() and tf32x3_route(t, a); else the ir_linear kernel for the
+  /// gemm_tf32x3 when uses_tf32x3() and tf32x3_route(t, a) (beside cuBLAS from
+  /// kTf32x3MinColumnsBesideCublas columns on); else the ir_linear kernel for the
   /// ir_mul_route form (with d = 1, an l = 0 block, only where there is no cuBLAS: it is then a
   /// plain dense GEMM, which cuBLAS runs faster); else cuBLAS when plan_cublas_gemm(a) gives a
   /// plan and this object has a cuBLAS handle, else the generic kernel.

@@ -65,6 +65,14 @@ std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g);
 /// NequIP cells of 180 to 400 edges) run their radial MLPs through it.
 inline constexpr long long kTf32x3MinRows = 128;
 
+/// Beside cuBLAS (the CUDA backend where it loads), gemm() sends a GEMM here only from this many
+/// columns on: on an H100 (run 28, 794,988 rows) the radial MLPs' last layers, 1280 and 512
+/// columns on 64 inputs, took 2.83 and 1.14 ms against SGEMM's 4.29 and 1.73, while their
+/// backward, 64 columns on 1280 and 512 inputs, took 3.05 and 1.25 ms against 2.98 and 1.27:
+/// no gain there, and narrower forms were not measured. Without cuBLAS every routed form comes
+/// here (the emulated backend: CI's tests run the kernel through the engines).
+inline constexpr long long kTf32x3MinColumnsBesideCublas = 256;
+
 /// The routing rule of GenericKernels::gemm: plan_tf32x3_gemm(t, g) exists and g.m is at least
 /// kTf32x3MinRows. Pure (the environment is read by tf32x3_disabled_by_env).
 bool tf32x3_route(DType t, const GemmArgs& g);

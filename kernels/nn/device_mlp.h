@@ -63,8 +63,16 @@ class DeviceMlp {
   /// keeps for backward(): the fused route's last hidden rows) and "@p prefix backward"
   /// (backward()'s rows), both per row.
   void name_scratch(const std::string& prefix);
-  /// Whether the layers run as one fused chain kernel (see the file comment).
+  /// Whether the layers can run as one fused chain kernel (see the file comment).
   bool fused_chain() const { return chain_layers_ > 0; }
+  /// For the calls from now on, layer by layer (@p on) even where the fused chain can run: what
+  /// an engine asks while every pre-activation fits its memory budget (the layer-by-layer route
+  /// was the faster one in float64 on an H100, run 28: 4.7 against 5.9 ms per 64-wide radial MLP
+  /// of 795k edges, forward and backward), and the chain where its smaller scratch decides.
+  /// A backward() follows the route of its forward(); a change of route frees the scratch.
+  void use_layer_by_layer(bool on);
+  /// scratch_per_row() of the layer-by-layer route.
+  std::size_t scratch_per_row_layer_by_layer() const;
   /// The widest hidden layer the fused route takes (its tiles live in shared memory).
   static constexpr int kChainMaxWidth = 256;
 
@@ -89,7 +97,10 @@ class DeviceMlp {
   // is a GEMM on the chain's output rows (hidden_), else the chain is every layer. x_ and rows_:
   // the input rows of the last forward, which backward() reads again.
   int chain_layers_ = 0;
-  bool last_gemm_ = false;
+  bool last_gemm_ = false, layer_by_layer_ = false;
+  // The route of the calls: the chain where it can run and use_layer_by_layer() does not ask
+  // otherwise.
+  bool chain() const { return chain_layers_ > 0 && !layer_by_layer_; }
   DeviceArray<T> chain_w_, hidden_, ghidden_;
   MlpChainArgs chain_{};
   const T* x_ = nullptr;
