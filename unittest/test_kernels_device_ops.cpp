@@ -141,9 +141,46 @@ class DeviceOps : public ::testing::TestWithParam<std::string> {
     return gx;
   }
 
+  // A DeviceMlp<float> of @p m on @p rows random rows (seeds @p seed, @p seed + 1) against the
+  // float64 host Mlp, forward and backward, each within @p tol; returns the device's (y, gx).
+  std::pair<std::vector<double>, std::vector<double>> check_mlp_float32(
+      const model::Mlp& m, const mace_detail::Mlp<double>& host, int rows, std::uint64_t seed,
+      double tol) {
+    const std::vector<double> x = test::randn(rows * host.dim_in(), seed),
+                              gy = test::randn(rows * host.dim_out(), seed + 1);
+    std::vector<double> y(rows * host.dim_out()), scratch(host.scratch_size(rows)),
+        g = gy, gx(x.size()), work(2 * rows * host.max_width());
+    host.forward(rows, x.data(), y.data(), scratch.data());
+    host.backward(rows, scratch.data(), g.data(), gx.data(), work.data());
+    DeviceMlp<float> dev(*backend_, m, "mlp");
+    DeviceArray<float> dx(*backend_), dgy(*backend_), dy(*backend_, y.size()),
+        dgx(*backend_, x.size());
+    dx.upload(std::vector<float>(x.begin(), x.end()));
+    dgy.upload(std::vector<float>(gy.begin(), gy.end()));
+    dev.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
+    dev.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
+    const std::vector<float> fy = dy.download(), fgx = dgx.download();
+    std::pair<std::vector<double>, std::vector<double>> out{{fy.begin(), fy.end()},
+                                                            {fgx.begin(), fgx.end()}};
+    EXPECT_LE(test::rel_error(out.first, y), tol) << "float32 forward";
+    EXPECT_LE(test::rel_error(out.second, gx), tol) << "float32 backward";
+    return out;
+  }
+
   std::unique_ptr<DeviceBackend> backend_;
   std::unique_ptr<GenericKernels> gk_;
 };
+
+// A dense layer of random weights (seed), weight_scale 1/sqrt(h_in), a random bias when
+// @p bias_seed >= 0.
+model::Mlp::Layer dense_layer(int h_in, int h_out, std::uint64_t seed, long long bias_seed = -1) {
+  model::Mlp::Layer L;
+  L.h_in = h_in, L.h_out = h_out;
+  L.weight = test::randn(h_in * h_out, seed);
+  if (bias_seed >= 0) L.bias = test::randn(h_out, std::uint64_t(bias_seed));
+  L.weight_scale = 1.0 / std::sqrt(double(h_in));
+  return L;
+}
 
 TEST_P(DeviceOps, LinearsAndSpeciesSkipsMatchTheHostEngine) {
   const model::Mace& m = *bundled().mace;
@@ -190,11 +227,7 @@ TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
                                     {"tanh", model::Activation::Kind::kTanh, 1.2},
                                     {"ssp", model::Activation::Kind::kSsp, 0.9}};
   for (int l = 0; l < 3; ++l) {
-    model::Mlp::Layer L;
-    L.h_in = widths[l], L.h_out = widths[l + 1];
-    L.weight = test::randn(L.h_in * L.h_out, 60 + l);
-    L.bias = test::randn(L.h_out, 70 + l);
-    L.weight_scale = 1.0 / std::sqrt(double(L.h_in));
+    model::Mlp::Layer L = dense_layer(widths[l], widths[l + 1], 60 + l, 70 + l);
     L.activation = acts[l];
     L.out_scale = l == 1 ? 0.8 : 1.0;
     m.layers.push_back(L);
@@ -207,22 +240,7 @@ TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
   for (double v : gx) gmax = std::max(gmax, std::abs(v));
   EXPECT_GT(gmax, 1e-2);  // a meaningful comparison
 
-  DeviceMlp<float> devf(*backend_, m, "chain");
-  const int rows = 77;
-  const std::vector<double> x = test::randn(rows * 9, 11), gy = test::randn(rows * 3, 12);
-  std::vector<double> y(rows * 3), scratch(host.scratch_size(rows)),
-      g = gy, hgx(x.size()), work(2 * rows * host.max_width());
-  host.forward(rows, x.data(), y.data(), scratch.data());
-  host.backward(rows, scratch.data(), g.data(), hgx.data(), work.data());
-  DeviceArray<float> dx(*backend_), dgy(*backend_), dy(*backend_, y.size()),
-      dgx(*backend_, x.size());
-  dx.upload(std::vector<float>(x.begin(), x.end()));
-  dgy.upload(std::vector<float>(gy.begin(), gy.end()));
-  devf.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
-  devf.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
-  const std::vector<float> fy = dy.download(), fgx = dgx.download();
-  EXPECT_LE(test::rel_error(std::vector<double>(fy.begin(), fy.end()), y), 1e-5);
-  EXPECT_LE(test::rel_error(std::vector<double>(fgx.begin(), fgx.end()), hgx), 1e-5);
+  check_mlp_float32(m, host, 77, 11, 1e-5);
 }
 
 // A radial MLP of MACE-MP / NequIP width ([n_basis, 64, 64, 64] then a wide plain layer), the
@@ -236,12 +254,9 @@ TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
     model::Mlp m;
     const int widths[] = {variant ? 10 : 8, 64, 64, 64, 200};
     for (int l = 0; l < 4; ++l) {
-      model::Mlp::Layer L;
-      L.h_in = widths[l], L.h_out = widths[l + 1];
-      L.weight = test::randn(L.h_in * L.h_out, 80 + 10 * variant + l);
-      L.weight_scale = 1.0 / std::sqrt(double(L.h_in));
+      model::Mlp::Layer L = dense_layer(widths[l], widths[l + 1], 80 + 10 * variant + l,
+                                        variant && l < 3 ? 90 + l : -1);
       if (l < 3) {
-        if (variant) L.bias = test::randn(L.h_out, 90 + l);
         L.activation = variant ? model::Activation{"tanh", model::Activation::Kind::kTanh, 1.3}
                                : model::Activation{"silu", model::Activation::Kind::kSilu, 1.68};
         L.out_scale = variant && l == 1 ? 0.7 : 1.0;
@@ -260,34 +275,13 @@ TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
     for (double v : gx) gmax = std::max(gmax, std::abs(v));
     EXPECT_GT(gmax, 1e-2);
 
-    const int rows = 77;
-    const std::vector<double> x = test::randn(rows * widths[0], 31 + variant),
-                              gy = test::randn(rows * 200, 41 + variant);
-    std::vector<double> y(rows * 200), scratch(host.scratch_size(rows)),
-        g = gy, hgx(x.size()), work(2 * rows * host.max_width());
-    host.forward(rows, x.data(), y.data(), scratch.data());
-    host.backward(rows, scratch.data(), g.data(), hgx.data(), work.data());
-    // float32 (3xTF32) against the float64 host, and against the SIMT chain in float32.
-    std::vector<float> fy[2], fgx[2];
-    for (int simt = 0; simt < 2; ++simt) {
-      if (simt) setenv("CLEBSCH_MLP_SIMT", "1", 1);
-      DeviceMlp<float> devf(*backend_, m, "radial_mlp");
-      DeviceArray<float> dx(*backend_), dgy(*backend_), dy(*backend_, y.size()),
-          dgx(*backend_, x.size());
-      dx.upload(std::vector<float>(x.begin(), x.end()));
-      dgy.upload(std::vector<float>(gy.begin(), gy.end()));
-      devf.forward(*gk_, rows, dx.data(), dy.data(), nullptr);
-      devf.backward(*gk_, rows, dgy.data(), dgx.data(), nullptr);
-      fy[simt] = dy.download(), fgx[simt] = dgx.download();
-      unsetenv("CLEBSCH_MLP_SIMT");
-      EXPECT_LE(test::rel_error(std::vector<double>(fy[simt].begin(), fy[simt].end()), y), 2e-5)
-          << "simt " << simt;
-      EXPECT_LE(test::rel_error(std::vector<double>(fgx[simt].begin(), fgx[simt].end()), hgx), 2e-5)
-          << "simt " << simt;
-    }
-    EXPECT_LE(test::rel_error(std::vector<double>(fy[0].begin(), fy[0].end()),
-                              std::vector<double>(fy[1].begin(), fy[1].end())),
-              2e-5);
+    // float32 (the SIMT forward, the 3xTF32 backward) against the float64 host, and against the
+    // SIMT chain in both directions.
+    const auto mixed = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
+    setenv("CLEBSCH_MLP_SIMT", "1", 1);
+    const auto simt = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
+    unsetenv("CLEBSCH_MLP_SIMT");
+    EXPECT_LE(test::rel_error(mixed.second, simt.second), 2e-5);
   }
 }
 
@@ -367,11 +361,7 @@ TEST_P(DeviceOps, LayerNormAndBiasMlpMatchesTheHostEngine) {
   model::Mlp m;
   const int widths[] = {7, 8, 6, 5};
   for (int l = 0; l < 3; ++l) {
-    model::Mlp::Layer L;
-    L.h_in = widths[l], L.h_out = widths[l + 1];
-    L.weight = test::randn(L.h_in * L.h_out, 20 + l);
-    L.bias = test::randn(L.h_out, 30 + l);
-    L.weight_scale = 1.0 / std::sqrt(double(L.h_in));
+    model::Mlp::Layer L = dense_layer(widths[l], widths[l + 1], 20 + l, 30 + l);
     if (l < 2) {
       model::Mlp::Layer::LayerNorm ln;
       ln.weight = test::randn(L.h_out, 40 + l);
