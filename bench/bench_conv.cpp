@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_cli.h"
 #include "clebsch/cuda/device/cuda_driver.h"
 #include "clebsch/cuda/device/nvrtc_module.h"
 #include "clebsch/cuda/generator/conv_shapes.h"
@@ -74,14 +75,6 @@ TpProblem make_problem(const Options& o, const TensorProduct& tp, DType d, Accum
   return o.fused_hidden > 0 ? p.with_fused_radial(o.fused_hidden) : p;
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // The value of an --mma flag: 0 (never), 1 (register-limited groups) or 2 (always).
 TensorCoreUse tensor_core_use(const std::string& flag, const std::string& value) {
   const int v = std::stoi(value);
@@ -93,27 +86,24 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error("option " + a + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return clebsch::bench::option_value(argc, argv, i); };
     if (a == "--problems") {
-      o.problems = split(value());
+      o.problems = clebsch::bench::split_list(value());
       if (o.problems.size() == 1 && o.problems[0] == "all") {
         o.problems.clear();
         for (const ConvShape& s : benchmark_shapes()) o.problems.push_back(s.name);
       }
     } else if (a == "--dtypes") {
       o.dtypes.clear();
-      for (const std::string& d : split(value()))
+      for (const std::string& d : clebsch::bench::split_list(value()))
         o.dtypes.push_back(d == "float64" || d == "f64" ? DType::kFloat64 : DType::kFloat32);
     } else if (a == "--modes") {
       o.modes.clear();
-      for (const std::string& m : split(value()))
+      for (const std::string& m : clebsch::bench::split_list(value()))
         o.modes.push_back(m.rfind("det", 0) == 0 ? Accumulation::kDeterministic
                                                  : Accumulation::kAtomic);
     } else if (a == "--ops") {
-      o.ops = split(value());
+      o.ops = clebsch::bench::split_list(value());
     } else if (a == "--reps") {
       o.reps = std::stoi(value());
     } else if (a == "--warmup") {

@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench_cli.h"
 #include "clebsch/cuda/device/dense_gemm.h"
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
@@ -51,32 +52,21 @@ struct Options {
   std::uint64_t seed = 2024;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error("option " + a + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return clebsch::bench::option_value(argc, argv, i); };
     if (a == "--rows") {
       o.rows = std::stoll(value());
     } else if (a == "--mul") {
       o.mul = std::stoll(value());
     } else if (a == "--ls") {
       o.ls.clear();
-      for (const std::string& l : split(value())) o.ls.push_back(std::stoi(l));
+      for (const std::string& l : clebsch::bench::split_list(value())) o.ls.push_back(std::stoi(l));
     } else if (a == "--dtypes") {
       o.dtypes.clear();
-      for (const std::string& d : split(value()))
+      for (const std::string& d : clebsch::bench::split_list(value()))
         o.dtypes.push_back(d == "float64" || d == "f64" ? DType::kFloat64 : DType::kFloat32);
     } else if (a == "--reps") {
       o.reps = std::stoi(value());
