@@ -6,15 +6,18 @@
 // respect to the input). Weights are stored scaled (weight_scale W, rounded to T once, as the
 // host engine packs them).
 //
-// Two routes, chosen when the MLP is built:
+// Two routes:
 //   - fused (no LayerNorm, hidden widths up to kChainMaxWidth, at most CLEBSCH_MLP_MAX_LAYERS
-//     layers): the layers run as one chain kernel on tiles of rows in shared memory
-//     (templates/mlp_chain.cuh.in); a wide last linear layer (a radial MLP's weights per edge)
-//     is one GEMM on the chain's output. backward() makes the chain's forward again from the
-//     input rows of the last forward(), so nothing but the last hidden rows (and their
-//     gradient) is kept per row: those input rows must be unchanged until then;
-//   - layer by layer (LayerNorm; or CLEBSCH_MLP_LAYERWISE=1 for A/B runs): one GEMM and one
-//     activation kernel per layer, every pre-activation kept from forward() for backward().
+//     layers): the layers run as one chain kernel on tiles of rows (templates/mlp_chain.cuh.in,
+//     and mlp_chain_mma.cuh.in on the tensor cores for 64-wide layers); a wide last linear
+//     layer (a radial MLP's weights per edge) is one GEMM on the chain's output. backward()
+//     makes the chain's forward again from the input rows of the last forward(), so nothing but
+//     the last hidden rows (and their gradient) is kept per row: those input rows must be
+//     unchanged until then;
+//   - layer by layer: one GEMM and one activation kernel per layer, every pre-activation kept
+//     from forward() for backward(). The only route with LayerNorm (or with
+//     CLEBSCH_MLP_LAYERWISE=1, for A/B runs); for the others an engine picks it per call
+//     (use_layer_by_layer) while its larger scratch fits, since it was the faster one.
 // One DeviceMlp per use (MACE's radial MLP of each layer), so that its scratch is not shared.
 #pragma once
 
