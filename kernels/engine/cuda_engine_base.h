@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -103,7 +105,10 @@ class CudaEngineBase : public CudaEngine {
     keep_rows_ = kept_rows_option_ == KeptRows::kAuto
                      ? budget_.keep_rows(L_, num_edges, memory_values)
                      : kept_rows_option_ == KeptRows::kAll;
-    use_mlp_layer_by_layer(edge_batch_option_ == 0 && keep_rows_ &&
+    // CLEBSCH_MLP_CHAIN=1 keeps the fused chains even where layer by layer fits (A/B runs).
+    const char* chain = std::getenv("CLEBSCH_MLP_CHAIN");
+    const bool chain_requested = chain && std::strcmp(chain, "1") == 0;
+    use_mlp_layer_by_layer(!chain_requested && edge_batch_option_ == 0 && keep_rows_ &&
                            budget_.layer_by_layer(num_edges, memory_values));
     return budget_.max_batch_edges(num_edges, L_, edge_batch_option_, memory_values, keep_rows_);
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "clebsch/cuda/device/mlp_mma_fragments.h"
 #include "clebsch/support/error.h"
 
 namespace clebsch::cuda {
@@ -141,6 +142,7 @@ void DeviceMlp<T>::build_chain(DeviceBackend& backend, const model::Mlp& mlp) {
     z += src.h_out;
   }
   a.dims[layers] = layers_[layers - 1].h_out;
+  append_mlp_mma_fragments(a, w);
   const DType t = dtype_of<T>();
   if (GenericKernels::mlp_shared_bytes(t, a, true) >
       static_cast<unsigned>(backend.limits().max_shared_per_block)) {

@@ -149,6 +149,8 @@ struct GateArgs {
 /// y = chain(x); backward: gx = (d chain / dx)^T gy, x the forward's rows. x and gx have row
 /// stride ldx, y and gy ldy. Shared memory: z_off[l] (in tiles of the kernel's row stride) is
 /// where the backward keeps layer l's pre-activations; the forward needs 2 max_width tiles.
+/// The tensor-core chains (templates/mlp_chain_mma.cuh.in) read W_l and W_l^T in their MMAs'
+/// fragment order instead, at wf_off[l] and wtf_off[l] (-1: not packed; mlp_mma_fragments.h).
 #define CLEBSCH_MLP_MAX_LAYERS 8
 struct MlpChainArgs {
   const void* x;
@@ -161,6 +163,7 @@ struct MlpChainArgs {
   int dims[CLEBSCH_MLP_MAX_LAYERS + 1];
   int act[CLEBSCH_MLP_MAX_LAYERS];
   long long w_off[CLEBSCH_MLP_MAX_LAYERS], wt_off[CLEBSCH_MLP_MAX_LAYERS];
+  long long wf_off[CLEBSCH_MLP_MAX_LAYERS], wtf_off[CLEBSCH_MLP_MAX_LAYERS];
   long long b_off[CLEBSCH_MLP_MAX_LAYERS], z_off[CLEBSCH_MLP_MAX_LAYERS];
   double cst[CLEBSCH_MLP_MAX_LAYERS], out_scale[CLEBSCH_MLP_MAX_LAYERS];
 };
