@@ -247,8 +247,7 @@ TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
 // shape the chain runs on the tensor cores (mlp_chain_mma.cuh.in: DMMA in float64, 3xTF32 in
 // float32): 77 rows (whole warp strips and a part), with and without biases and out_scale, 8 and
 // 10 inputs, forward and backward against the host Mlp, and the tensor-core chain against the
-// SIMT one (CLEBSCH_MLP_SIMT=1) on the same rows; at one and two row strips a warp, the float32
-// forward on either chain.
+// SIMT one (CLEBSCH_MLP_SIMT=1) on the same rows; the float32 forward on either chain.
 TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
   for (int variant = 0; variant < 2; ++variant) {
     SCOPED_TRACE(variant ? "10 inputs, biases, tanh, out_scale" : "8 inputs, silu, no bias");
@@ -274,26 +273,20 @@ TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
     setenv("CLEBSCH_MLP_SIMT", "1", 1);
     const auto simt = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
     unsetenv("CLEBSCH_MLP_SIMT");
-    // One and two row strips a warp (77 rows: whole strips, a part, and warps with none).
-    for (const char* strips : {"1", "2"}) {
-      SCOPED_TRACE(std::string("strips ") + strips);
-      setenv("CLEBSCH_MLP_MMA_STRIPS", strips, 1);
-      const std::vector<double> gx = check_mlp(dev, host, 77, 21 + variant, 1e-13);
-      double gmax = 0;
-      for (double v : gx) gmax = std::max(gmax, std::abs(v));
-      EXPECT_GT(gmax, 1e-2);
+    const std::vector<double> gx = check_mlp(dev, host, 77, 21 + variant, 1e-13);
+    double gmax = 0;
+    for (double v : gx) gmax = std::max(gmax, std::abs(v));
+    EXPECT_GT(gmax, 1e-2);
 
-      // float32 (the SIMT forward, the 3xTF32 backward; then the 3xTF32 forward too) against
-      // the float64 host, and against the SIMT chain in both directions.
-      const auto mixed = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
-      EXPECT_LE(test::rel_error(mixed.second, simt.second), 2e-5);
-      setenv("CLEBSCH_MLP_F32_FORWARD", "mma", 1);
-      const auto mma = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
-      unsetenv("CLEBSCH_MLP_F32_FORWARD");
-      EXPECT_LE(test::rel_error(mma.first, simt.first), 2e-5);
-      EXPECT_LE(test::rel_error(mma.second, simt.second), 2e-5);
-      unsetenv("CLEBSCH_MLP_MMA_STRIPS");
-    }
+    // float32 (the SIMT forward, the 3xTF32 backward; then the 3xTF32 forward too) against
+    // the float64 host, and against the SIMT chain in both directions.
+    const auto mixed = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
+    EXPECT_LE(test::rel_error(mixed.second, simt.second), 2e-5);
+    setenv("CLEBSCH_MLP_F32_FORWARD", "mma", 1);
+    const auto mma = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);
+    unsetenv("CLEBSCH_MLP_F32_FORWARD");
+    EXPECT_LE(test::rel_error(mma.first, simt.first), 2e-5);
+    EXPECT_LE(test::rel_error(mma.second, simt.second), 2e-5);
   }
 }
 

@@ -137,21 +137,6 @@ TEST(EdgeBatchBudget, OneBatchWhileTheKeptWeightsFitAQuarterElseBatchesOfAnEight
   EXPECT_EQ(b.max_batch_edges(10, 1, 0, 100), 1u);         // never batches of 0 edges
 }
 
-// The MLPs' route: layer by layer while one batch with every pre-activation (160 values per edge
-// here) fits a quarter of the device, the fused chains (100 values) beyond, until batches; no
-// choice when no MLP has a chain (0).
-TEST(EdgeBatchBudget, MlpsRunLayerByLayerWhileTheirLargerScratchFitsAQuarter) {
-  EdgeBatchBudget b{100, 40};
-  b.keep_per_edge_layer_by_layer = 160;
-  const std::size_t memory = 800000;  // a quarter: 1,250 edges at 160, 2,000 at 100
-  EXPECT_TRUE(b.layer_by_layer(1250, memory));
-  EXPECT_FALSE(b.layer_by_layer(1251, memory));
-  EXPECT_EQ(b.max_batch_edges(1251, 100, 0, memory), 0u);  // still one batch, as chains
-  EXPECT_EQ(b.max_batch_edges(2001, 100, 0, memory), 2500u);
-  b.keep_per_edge_layer_by_layer = 0;
-  EXPECT_FALSE(b.layer_by_layer(1, memory));
-}
-
 TEST(EdgeBatchBudget, BatchesKeepTheirCentresRowsWithinASixteenthOfTheDevice) {
   // 50 values per centre: a sixteenth of the memory (50,000 values) holds 1,000 centres' rows.
   EdgeBatchBudget b{1, 1};

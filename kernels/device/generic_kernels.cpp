@@ -38,23 +38,16 @@ double size_of_type(DType t) { return t == DType::kFloat64 ? 8.0 : 4.0; }
 
 // templates/mlp_chain.cuh.in's tile: kMlpRows rows a block, kMlpStride values a feature.
 constexpr int kMlpRows = 32, kMlpThreads = 128, kMlpStride = kMlpRows + 4;
-// templates/mlp_chain_mma.cuh.in: 4 warps of 1 or 2 strips of 8 (float64) or 16 (float32) rows,
-// every layer 64 wide, and per layer and strip each lane's 16 float64 / 32 float32 phi'(z) in
-// the backward.
+// templates/mlp_chain_mma.cuh.in: 4 warps of 8 (float64) or 16 (float32) rows, every layer 64
+// wide, and per layer each lane's 16 float64 / 32 float32 phi'(z) in the backward.
 constexpr int kMmaThreads = 128, kMmaPhiBytes = 16 * 8 * kMmaThreads;
 
 bool simt_chain_requested() {
   const char* e = std::getenv("CLEBSCH_MLP_SIMT");
   return e && *e && std::strcmp(e, "0") != 0;
 }
-// Row strips a warp of the tensor-core chains takes (CLEBSCH_MLP_MMA_STRIPS=1 or 2, for A/B
-// runs): each weight fragment loaded serves every strip.
-int mma_chain_strips() {
-  const char* e = std::getenv("CLEBSCH_MLP_MMA_STRIPS");
-  return e && std::strcmp(e, "1") == 0 ? 1 : 2;
-}
 // Whether float32 forwards take the tensor-core chain (CLEBSCH_MLP_F32_FORWARD=mma) instead of
-// the SIMT one.
+// the SIMT one (H100 run 29, at two row strips a warp: 2.8 ms a layer slower than SIMT).
 bool f32_forward_on_mma() {
   const char* e = std::getenv("CLEBSCH_MLP_F32_FORWARD");
   return e && std::strcmp(e, "mma") == 0;
@@ -128,8 +121,7 @@ std::vector<KernelSpec> generic_kernel_specs() {
     for (const char* s : {"f32_f32", "f32_f64", "f64_f32", "f64_f64"})
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
   // Block barriers and shared tiles: run as whole blocks by the emulator.
-  for (const char* k : {"mlp_forward", "mlp_backward", "mlp_mma_forward", "mlp_mma_backward",
-                        "mlp_mma2_forward", "mlp_mma2_backward"})
+  for (const char* k : {"mlp_forward", "mlp_backward", "mlp_mma_forward", "mlp_mma_backward"})
     for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k + "_" + s, "MlpChainArgs", true, kMlpMaxShared});
   for (KernelSpec& s : tf32x3_kernel_specs()) specs.push_back(std::move(s));
@@ -296,15 +288,13 @@ void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, S
   // each takes the faster.
   if (mlp_mma_route(a, backend_.limits(), backend_.emulated()) &&
       (backward || t == DType::kFloat64 || f32_forward_on_mma())) {
-    const int strips = mma_chain_strips();
-    const long long rows = (t == DType::kFloat64 ? 32 : 64) * strips;
+    const long long rows = t == DType::kFloat64 ? 32 : 64;
     LaunchDims d;
     d.threads = kMmaThreads;
     d.grid_x = static_cast<unsigned>(std::min<long long>((a.rows + rows - 1) / rows, 1 << 20));
-    d.shared_bytes = backward ? static_cast<unsigned>(a.num_layers * kMmaPhiBytes * strips) : 0;
+    d.shared_bytes = backward ? static_cast<unsigned>(a.num_layers * kMmaPhiBytes) : 0;
     backend_.set_timing_floor(f.bytes, f.flops);
-    const std::string name = strips == 2 ? "mlp_mma2_" : "mlp_mma_";
-    return backend_.launch(k(name + (backward ? "backward" : "forward"), t), d, s, a);
+    return backend_.launch(k(backward ? "mlp_mma_backward" : "mlp_mma_forward", t), d, s, a);
   }
   LaunchDims d;
   d.threads = kMlpThreads;

@@ -113,8 +113,8 @@ class GenericKernels {
   /// of 64 outputs on up to 64 inputs, its weights packed in fragment order too
   /// (mlp_mma_fragments.h), on sm_80 or later or the emulated backend): its backward in both
   /// precisions, its forward in float64 (a float32 forward stays on the SIMT kernel unless
-  /// CLEBSCH_MLP_F32_FORWARD=mma); CLEBSCH_MLP_SIMT=1 keeps every chain on the SIMT kernels and
-  /// CLEBSCH_MLP_MMA_STRIPS=1 the tensor-core ones at one row strip a warp (A/B runs).
+  /// CLEBSCH_MLP_F32_FORWARD=mma); CLEBSCH_MLP_SIMT=1 keeps every chain on the SIMT kernels
+  /// (A/B runs).
   static bool mlp_mma_route(const MlpChainArgs& a, const BackendLimits& limits, bool emulated);
   /// torch LayerNorm on rows (LayerNormArgs; DeviceMlp's layers with one).
   void layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const;

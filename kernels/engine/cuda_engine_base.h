@@ -11,8 +11,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -94,22 +92,13 @@ class CudaEngineBase : public CudaEngine {
   /// per-edge gradients): called when a call switches to several batches.
   virtual void drop_kept_weights() = 0;
 
-  /// The route of the engine's MLPs for the call (DeviceMlp::use_layer_by_layer on each).
-  virtual void use_mlp_layer_by_layer(bool on) = 0;
-
   /// Edges per batch of the weight stage for @p num_edges edges (0: one batch), after
-  /// deciding keep_rows_ for the call's L_ centres and the MLPs' route (layer by layer where
-  /// one batch with every pre-activation fits, unless the caller fixed the batches).
+  /// deciding keep_rows_ for the call's L_ centres.
   std::size_t batch_edges(std::size_t num_edges) {
     const std::size_t memory_values = backend_->limits().memory_bytes / value_bytes_;
     keep_rows_ = kept_rows_option_ == KeptRows::kAuto
                      ? budget_.keep_rows(L_, num_edges, memory_values)
                      : kept_rows_option_ == KeptRows::kAll;
-    // CLEBSCH_MLP_CHAIN=1 keeps the fused chains even where layer by layer fits (A/B runs).
-    const char* chain = std::getenv("CLEBSCH_MLP_CHAIN");
-    const bool chain_requested = chain && std::strcmp(chain, "1") == 0;
-    use_mlp_layer_by_layer(!chain_requested && edge_batch_option_ == 0 && keep_rows_ &&
-                           budget_.layer_by_layer(num_edges, memory_values));
     return budget_.max_batch_edges(num_edges, L_, edge_batch_option_, memory_values, keep_rows_);
   }
 

@@ -111,9 +111,6 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   const Accumulation acc =
       options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
   std::size_t batch_weights_per_edge = 0;
-  // What the radial MLPs keep per edge beyond their fused chains' scratch when run layer by
-  // layer (budget_.keep_per_edge_layer_by_layer).
-  std::size_t mlp_scratch_layer_by_layer = 0;
   for (int t = 0; t < T_; ++t) {
     const model::MaceInteraction& in = m.interactions[t];
     const model::MaceProduct& pr = m.products[t];
@@ -201,8 +198,6 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
                                                : std::size_t(L.numel) * (apply_cutoff_ ? 1 : 2);
     const std::size_t mlp_scratch = L.spline ? 0 : L.radial_mlp.scratch_per_row();
     budget_.keep_per_edge += weights + mlp_scratch;
-    mlp_scratch_layer_by_layer +=
-        (L.spline ? 0 : L.radial_mlp.scratch_per_row_layer_by_layer()) - mlp_scratch;
     // In batches one batch's weights are held at a time (wb_, wfb_), but every layer's radial
     // MLP keeps its own activations at the batch's size.
     batch_weights_per_edge = std::max(batch_weights_per_edge, weights);
@@ -281,10 +276,6 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
   budget_.rows_per_edge += std::size_t(nsh_) * (1 + sizeof(G) / sizeof(T));
   // The spline mode's lengths and dE/dlength (G each, counted in T).
   if (spline_) budget_.keep_per_edge += 2 * sizeof(G) / sizeof(T) + (sizeof(G) > sizeof(T));
-  bool chains = false;
-  for (const Layer<T>& L : layers_) chains = chains || (!L.spline && L.radial_mlp.fused_chain());
-  budget_.keep_per_edge_layer_by_layer =
-      chains ? budget_.keep_per_edge + mlp_scratch_layer_by_layer : 0;
 
   e0_.upload(m.atomic_energies);
   d_r_max_pairs_.upload(r_max_pairs_);

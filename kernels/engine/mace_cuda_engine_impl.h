@@ -192,10 +192,6 @@ class MaceCuda final : public CudaEngineBase<MaceEngine> {
   void validate_vectors(std::size_t num_edges, const int* species, const int* center,
                         const int* neighbor, const double* vector) const;
   void drop_kept_weights() override;
-  void use_mlp_layer_by_layer(bool on) override {
-    for (Layer<T>& L : layers_)
-      L.radial_mlp.use_layer_by_layer(on), L.density_mlp.use_layer_by_layer(on);
-  }
   // The per-call buffers' names in the backend's ledger (constructor).
   void name_buffers();
   // mace embedding_specs: adds the structure's row to the species' h0 rows and its readout to E0.

@@ -112,9 +112,6 @@ class NequipCuda final : public CudaEngineBase<NequipEngine> {
 
  private:
   void drop_kept_weights() override;
-  void use_mlp_layer_by_layer(bool on) override {
-    for (NqLayer<T>& L : layers_) L.edge_mlp.use_layer_by_layer(on);
-  }
   // The per-call buffers' names in the backend's ledger (constructor).
   void name_buffers();
   // The edge MLP's output for batch @p batch of layer @p Lk into @p w (the MLP keeps its
@@ -226,22 +223,16 @@ NequipCuda<T, G>::NequipCuda(const model::Model& model, Precision precision,
     // Every layer's MLP keeps its activations (for one batch's rows with several batches); the
     // backward adds one batch's dE/dW (fused: dE/dh), dE/dY and dE/d(embedding) per edge. A fused
     // layer holds no weights: its hidden rows are MLP scratch, counted in scratch_per_row().
-    std::size_t max_weights = 0, max_width = 0, scratch = 0, scratch_layer_by_layer = 0;
-    bool chains = false;
+    std::size_t max_weights = 0, max_width = 0, scratch = 0;
     for (const NqLayer<T>& L : layers_) {
       const std::size_t weights = L.fused ? 0 : static_cast<std::size_t>(L.numel);
       max_weights = std::max(max_weights, weights);
       max_width = std::max(max_width, static_cast<std::size_t>(L.conv_width));
       scratch += L.edge_mlp.scratch_per_row();
-      scratch_layer_by_layer += L.edge_mlp.scratch_per_row_layer_by_layer();
-      chains = chains || L.edge_mlp.fused_chain();
       budget_.keep_per_edge += weights;
     }
     const std::size_t gradients = max_width + nsh_ + nb_;
     budget_.keep_per_edge += scratch + gradients;
-    // The same call with the edge MLPs layer by layer (faster where it fits: EdgeBatchBudget).
-    budget_.keep_per_edge_layer_by_layer =
-        chains ? budget_.keep_per_edge - scratch + scratch_layer_by_layer : 0;
     budget_.batch_per_edge = max_weights + scratch + gradients;
     // The messages of one batch's centres and, in the backward, their gradient: a layer's
     // widest rows (74 KB per atom each of a nequip-benzene-sized model in float32).

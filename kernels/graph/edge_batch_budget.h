@@ -26,10 +26,6 @@ struct EdgeBatchBudget {
   /// holds one batch's and makes them again (MACE: the layers' contraction inputs, summed over
   /// the layers; the edges' harmonics and their gradient).
   std::size_t rows_per_centre = 0, rows_per_edge = 0;
-  /// One batch with the MLPs run layer by layer (DeviceMlp::use_layer_by_layer: every
-  /// pre-activation kept, faster in float64) instead of as fused chains: keep_per_edge with the
-  /// MLPs' scratch of that route; 0 when no MLP has the choice.
-  std::size_t keep_per_edge_layer_by_layer = 0;
 
   /// Whether a call keeps those rows for all its centres and edges (true) or holds one batch's
   /// and makes them again in the backward: kept while they fit a quarter of the device, as the
@@ -37,14 +33,6 @@ struct EdgeBatchBudget {
   /// time, H200 run 25).
   bool keep_rows(std::size_t num_centres, std::size_t num_edges, std::size_t memory_values) const {
     return num_centres * rows_per_centre + num_edges * rows_per_edge <= memory_values / 4;
-  }
-
-  /// Whether a call of @p num_edges edges runs its MLPs layer by layer: one batch with that
-  /// route's larger scratch fits a quarter of the device, as max_batch_edges' rule for keeping
-  /// the weights (so such a call is always one batch).
-  bool layer_by_layer(std::size_t num_edges, std::size_t memory_values) const {
-    return keep_per_edge_layer_by_layer > 0 &&
-           num_edges * keep_per_edge_layer_by_layer <= memory_values / 4;
   }
 
   /// Edges per batch for @p num_edges edges on @p num_centres centres; 0: one batch (weights

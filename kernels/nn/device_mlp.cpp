@@ -189,7 +189,7 @@ void DeviceMlp<T>::name_scratch(const std::string& prefix) {
 
 template <class T>
 void DeviceMlp<T>::forward(const GenericKernels& gk, long long rows, const T* x, T* y, Stream s) {
-  if (chain()) {
+  if (fused_chain()) {
     x_ = x, rows_ = rows;
     if (!last_gemm_) return chain_forward(gk, chain_layers_, rows, x, y, s);
     const Layer& L = layers_.back();
@@ -207,7 +207,7 @@ template <class T>
 const T* DeviceMlp<T>::forward_hidden(const GenericKernels& gk, long long rows, const T* x,
                                       Stream s) {
   if (layers_.size() < 2) throw Error("DeviceMlp::forward_hidden: the MLP has no hidden layer");
-  if (chain() && last_gemm_) {
+  if (fused_chain() && last_gemm_) {
     x_ = x, rows_ = rows;
     hidden_.resize(rows * dim_hidden());
     chain_forward(gk, chain_layers_, rows, x, hidden_.data(), s);
@@ -222,7 +222,7 @@ const T* DeviceMlp<T>::forward_hidden(const GenericKernels& gk, long long rows, 
 template <class T>
 void DeviceMlp<T>::backward_hidden(const GenericKernels& gk, long long rows, T* gh, T* gx,
                                    Stream s) {
-  if (chain() && last_gemm_) return chain_backward(gk, chain_layers_, rows, gh, gx, s);
+  if (fused_chain() && last_gemm_) return chain_backward(gk, chain_layers_, rows, gh, gx, s);
   g0_.resize(rows * max_hidden_);
   g1_.resize(rows * max_hidden_);
   backward_layers(gk, rows, layers_.size() - 2, gh, gx, s);
@@ -286,7 +286,7 @@ void DeviceMlp<T>::forward_layers(const GenericKernels& gk, long long rows, cons
 
 template <class T>
 void DeviceMlp<T>::backward(const GenericKernels& gk, long long rows, T* gy, T* gx, Stream s) {
-  if (chain()) {
+  if (fused_chain()) {
     if (!last_gemm_) return chain_backward(gk, chain_layers_, rows, gy, gx, s);
     // dE/dh = gy W^T: B(k = j, n = i) = W[i][j].
     const Layer& L = layers_.back();
@@ -333,25 +333,12 @@ template <class T>
 std::size_t DeviceMlp<T>::scratch_per_row() const {
   // The fused route: the chain's output rows and their gradient, where the last layer is a GEMM.
   if (fused_chain()) return last_gemm_ ? 2 * static_cast<std::size_t>(dim_hidden()) : 0;
-  return scratch_per_row_layer_by_layer();
-}
-
-template <class T>
-std::size_t DeviceMlp<T>::scratch_per_row_layer_by_layer() const {
   // The ping-pong rows, the pre-activations and LayerNorm inputs, and forward_hidden's output.
   std::size_t n = 2 * static_cast<std::size_t>(max_hidden_);
   for (const Layer& L : layers_)
     n += static_cast<std::size_t>(L.h_out) * ((L.has_act ? 1 : 0) + (L.has_ln ? 1 : 0));
   if (layers_.size() >= 2) n += static_cast<std::size_t>(layers_.back().h_in);
   return n;
-}
-
-template <class T>
-void DeviceMlp<T>::use_layer_by_layer(bool on) {
-  if (on == layer_by_layer_) return;
-  layer_by_layer_ = on;
-  // The other route's rows would stay allocated beside this one's.
-  release_scratch();
 }
 
 template <class T>
