@@ -621,6 +621,7 @@ TEST(MaceCudaEngine, GhostAtomsThroughAnExchangeGiveTheNoGhostResult) {
 }
 
 TEST(MaceCudaEngine, AtomsWithoutEdgesAndRanksWithoutAtoms) {
+  ASSERT_FALSE(mace_cases().empty());  // the fixture is missing: reported there
   const Case& c = mace_cases().back();
   auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
   MaceEngine host(c.model);
@@ -645,6 +646,7 @@ TEST(MaceCudaEngine, AtomsWithoutEdgesAndRanksWithoutAtoms) {
 }
 
 TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
+  ASSERT_FALSE(mace_cases().empty());  // the fixture is missing: reported there
   const Case& c = mace_cases().front();
   const System s = periodic_cell(c.model.num_species(), 9, c.model.r_max);
   auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
@@ -728,6 +730,7 @@ TEST(MaceCudaEngine, ComputeDeviceEqualsCompute) {
 }
 
 TEST(MaceCudaEngine, InvalidGraphsThrowTheHostEnginesMessages) {
+  ASSERT_FALSE(mace_cases().empty());  // the fixture is missing: reported there
   const Case& c = mace_cases().front();
   const System s = periodic_cell(c.model.num_species(), 9, c.model.r_max);
   auto dev = engine_for(c.model, Precision::kFloat64, "emulated");
@@ -755,6 +758,7 @@ TEST(MaceCudaEngine, InvalidGraphsThrowTheHostEnginesMessages) {
 
 TEST(MaceCudaEngine, WithoutADeviceTheFactoryNamesTheFix) {
   if (device_available()) GTEST_SKIP() << "a CUDA device is present";
+  ASSERT_FALSE(mace_cases().empty());  // the fixture is missing: reported there
   try {
     make_cuda_engine(mace_cases().front().model, Precision::kFloat64);
     FAIL() << "no exception";
@@ -788,6 +792,7 @@ TEST(MaceCudaEngine, EachHeadMatchesMaceTorchOnThatHead) {
 // least the graph's per-edge inputs and outputs, growing with the graph; the host bytes are the
 // host engine's copy of the model.
 TEST(MaceCudaEngine, MemoryUsageIsTheBackendsLiveAllocations) {
+  ASSERT_FALSE(mace_cases().empty());  // the fixture is missing: reported there
   const Case& c = mace_cases().front();
   CudaEngineOptions o;
   o.backend = std::shared_ptr<DeviceBackend>(make_emulated_backend());
