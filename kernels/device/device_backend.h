@@ -41,9 +41,6 @@ struct KernelSpec {
   bool warp_synchronous = false;  ///< uses __syncwarp/shuffles (emulated with 32 threads a warp)
   /// Dynamic shared memory the kernel may be launched with, when above 48 KB (CUDA opt-in).
   unsigned max_shared_bytes = 0;
-  /// The share of the SM's L1/shared storage to make shared memory, in percent (CUDA's preferred
-  /// carveout); -1: the driver's choice (as much as the most resident blocks take).
-  int carveout_percent = -1;
 };
 
 /// Source and entry points of a module to build.

@@ -30,10 +30,6 @@ class CudaModule final : public DeviceModule {
         CLEBSCH_CU_CHECK(FuncSetAttribute(static_cast<CUfunction>(k.handle),
                                           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           int(s.max_shared_bytes)));
-      if (s.carveout_percent >= 0)
-        CLEBSCH_CU_CHECK(FuncSetAttribute(static_cast<CUfunction>(k.handle),
-                                          CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                          s.carveout_percent));
       kernels_[s.name] = k;
     }
   }

@@ -46,13 +46,6 @@ bool simt_chain_requested() {
   const char* e = std::getenv("CLEBSCH_MLP_SIMT");
   return e && *e && std::strcmp(e, "0") != 0;
 }
-// The tensor-core chains' L1/shared split (CLEBSCH_MLP_MMA_CARVEOUT=percent of shared memory,
-// for A/B runs; default the driver's): their weight fragments are read through L1, which the
-// phi' tiles of the most resident blocks leave small.
-int mma_chain_carveout() {
-  const char* e = std::getenv("CLEBSCH_MLP_MMA_CARVEOUT");
-  return e && *e ? std::clamp(std::atoi(e), 0, 100) : -1;
-}
 // Whether float32 forwards take the tensor-core chain (CLEBSCH_MLP_F32_FORWARD=mma) instead of
 // the SIMT one (H100 run 29, at two row strips a warp: 2.8 ms a layer slower than SIMT).
 bool f32_forward_on_mma() {
@@ -129,10 +122,8 @@ std::vector<KernelSpec> generic_kernel_specs() {
       specs.push_back({std::string("clebsch_") + k[0] + "_" + s, k[1], false, 0});
   // Block barriers and shared tiles: run as whole blocks by the emulator.
   for (const char* k : {"mlp_forward", "mlp_backward", "mlp_mma_forward", "mlp_mma_backward"})
-    for (const char* s : {"f32", "f64"}) {
+    for (const char* s : {"f32", "f64"})
       specs.push_back({std::string("clebsch_") + k + "_" + s, "MlpChainArgs", true, kMlpMaxShared});
-      if (std::strncmp(k, "mlp_mma", 7) == 0) specs.back().carveout_percent = mma_chain_carveout();
-    }
   for (KernelSpec& s : tf32x3_kernel_specs()) specs.push_back(std::move(s));
   for (KernelSpec& s : ir_linear_kernel_specs()) specs.push_back(std::move(s));
   return specs;
