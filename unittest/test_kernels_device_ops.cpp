@@ -199,28 +199,34 @@ TEST_P(DeviceOps, LinearsAndSpeciesSkipsMatchTheHostEngine) {
   }
 }
 
-// The radial MLPs by both routes: the fused chain (hidden layers in one kernel, the last layer a
-// GEMM; 77 rows: two whole tiles of the chain kernel and a part) and layer by layer.
+// The radial MLPs (the bundled model's are not 64 wide: no tensor-core chain) by every route:
+// layer by layer (their default, and with CLEBSCH_MLP_LAYERWISE=1) and the SIMT chain
+// (CLEBSCH_MLP_SIMT=1: hidden layers in one kernel, the last layer a GEMM; 77 rows: two whole
+// tiles of the chain kernel and a part).
 TEST_P(DeviceOps, MlpForwardAndBackwardMatchTheHostEngine) {
   const model::Mace& m = *bundled().mace;
-  for (bool layerwise : {false, true}) {
-    SCOPED_TRACE(layerwise ? "layer by layer" : "fused chain");
-    if (layerwise) setenv("CLEBSCH_MLP_LAYERWISE", "1", 1);
+  for (const std::string route : {"default", "layerwise", "simt"}) {
+    SCOPED_TRACE(route);
+    if (route == "layerwise") setenv("CLEBSCH_MLP_LAYERWISE", "1", 1);
+    if (route == "simt") setenv("CLEBSCH_MLP_SIMT", "1", 1);
     for (const auto& in : m.interactions) {
       DeviceMlp<double> dev(*backend_, in.radial_mlp, "radial_mlp");
-      EXPECT_EQ(dev.fused_chain(), !layerwise);
+      EXPECT_EQ(dev.fused_chain(), route == "simt");
       mace_detail::Mlp<double> host(in.radial_mlp, "radial_mlp");
       check_mlp(dev, host, 77, 3, 1e-14);
     }
     unsetenv("CLEBSCH_MLP_LAYERWISE");
+    unsetenv("CLEBSCH_MLP_SIMT");
   }
 }
 
 // A chain with every option of a layer but LayerNorm: biases (the last layer's too, so the
 // chain runs every layer), several activations with their cst, an out_scale, widths that are no
 // multiple of the kernel's 4-column groups and one above its 64-column pass; forward and
-// backward against the host Mlp, in float64 and float32 (against the float64 host).
+// backward against the host Mlp, in float64 and float32 (against the float64 host). The SIMT
+// chain (CLEBSCH_MLP_SIMT=1): such widths otherwise run layer by layer.
 TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
+  setenv("CLEBSCH_MLP_SIMT", "1", 1);
   model::Mlp m;
   const int widths[] = {9, 37, 70, 3};
   const model::Activation acts[] = {{"silu", model::Activation::Kind::kSilu, 1.7},
@@ -241,6 +247,7 @@ TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
   EXPECT_GT(gmax, 1e-2);  // a meaningful comparison
 
   check_mlp_float32(m, host, 77, 11, 1e-5);
+  unsetenv("CLEBSCH_MLP_SIMT");
 }
 
 // A radial MLP of MACE-MP / NequIP width ([n_basis, 64, 64, 64] then a wide plain layer), the
@@ -294,7 +301,9 @@ TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
 // error, not a gradient of whatever the pointer holds.
 TEST_P(DeviceOps, FusedMlpBackwardNeedsItsForward) {
   const model::Mace& m = *bundled().mace;
+  setenv("CLEBSCH_MLP_SIMT", "1", 1);  // the bundled model's widths run the SIMT chain only so
   DeviceMlp<double> dev(*backend_, m.interactions[0].radial_mlp, "radial_mlp");
+  unsetenv("CLEBSCH_MLP_SIMT");
   ASSERT_TRUE(dev.fused_chain());
   DeviceArray<double> g(*backend_, 5 * dev.dim_out()), gx(*backend_, 5 * dev.dim_in());
   EXPECT_THROW(dev.backward(*gk_, 5, g.data(), gx.data(), nullptr), Error);

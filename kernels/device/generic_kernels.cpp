@@ -280,6 +280,11 @@ bool GenericKernels::mlp_mma_route(const MlpChainArgs& a, const BackendLimits& l
   return mlp_mma_shapes(a) && a.wf_off[0] >= 0;
 }
 
+bool GenericKernels::mlp_chain_pays(const MlpChainArgs& a, const BackendLimits& limits,
+                                    bool emulated) {
+  return simt_chain_requested() || mlp_mma_route(a, limits, emulated);
+}
+
 void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, Stream s) const {
   if (a.rows <= 0) return;
   const KernelFloor f = mlp_floor(t, a, backward);

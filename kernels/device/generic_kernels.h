@@ -116,6 +116,9 @@ class GenericKernels {
   /// CLEBSCH_MLP_F32_FORWARD=mma); CLEBSCH_MLP_SIMT=1 keeps every chain on the SIMT kernels
   /// (A/B runs).
   static bool mlp_mma_route(const MlpChainArgs& a, const BackendLimits& limits, bool emulated);
+  /// Whether a fused chain is worth building for @p a (DeviceMlp): where mlp_mma_route holds,
+  /// or where CLEBSCH_MLP_SIMT=1 asks for the SIMT chain.
+  static bool mlp_chain_pays(const MlpChainArgs& a, const BackendLimits& limits, bool emulated);
   /// torch LayerNorm on rows (LayerNormArgs; DeviceMlp's layers with one).
   void layer_norm_forward(DType t, const LayerNormArgs& a, Stream s) const;
   void layer_norm_backward(DType t, const LayerNormArgs& a, Stream s) const;

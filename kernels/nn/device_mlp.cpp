@@ -143,6 +143,13 @@ void DeviceMlp<T>::build_chain(DeviceBackend& backend, const model::Mlp& mlp) {
   }
   a.dims[layers] = layers_[layers - 1].h_out;
   append_mlp_mma_fragments(a, w);
+  // The chain pays where its backward runs on the tensor cores: the SIMT chain's backward lost
+  // to layer by layer on an H100 (run 28: 2.6 ms against ~1.5 in float32, ~7 against ~2.5 in
+  // float64), so other shapes and GPUs before sm_80 run layer by layer unless CLEBSCH_MLP_SIMT=1.
+  if (!GenericKernels::mlp_chain_pays(a, backend.limits(), backend.emulated())) {
+    last_gemm_ = false;
+    return;
+  }
   const DType t = dtype_of<T>();
   if (GenericKernels::mlp_shared_bytes(t, a, true) >
       static_cast<unsigned>(backend.limits().max_shared_per_block)) {

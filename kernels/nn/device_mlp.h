@@ -7,16 +7,18 @@
 // host engine packs them).
 //
 // Two routes:
-//   - fused (no LayerNorm, hidden widths up to kChainMaxWidth, at most CLEBSCH_MLP_MAX_LAYERS
-//     layers): the layers run as one chain kernel on tiles of rows (templates/mlp_chain.cuh.in,
-//     and mlp_chain_mma.cuh.in on the tensor cores for 64-wide layers); a wide last linear
-//     layer (a radial MLP's weights per edge) is one GEMM on the chain's output. backward()
-//     makes the chain's forward again from the input rows of the last forward(), so nothing but
-//     the last hidden rows (and their gradient) is kept per row: those input rows must be
-//     unchanged until then;
+//   - fused (no LayerNorm, at most CLEBSCH_MLP_MAX_LAYERS layers, the backward on the tensor
+//     cores: 64-wide layers on sm_80 or later, GenericKernels::mlp_chain_pays; any width up to
+//     kChainMaxWidth on the SIMT kernels with CLEBSCH_MLP_SIMT=1): the layers run as one chain
+//     kernel on tiles of rows (templates/mlp_chain_mma.cuh.in, the float32 forward on
+//     mlp_chain.cuh.in's SIMT kernel); a wide last linear layer (a radial MLP's weights per
+//     edge) is one GEMM on the chain's output. backward() makes the chain's forward again from
+//     the input rows of the last forward(), so nothing but the last hidden rows (and their
+//     gradient) is kept per row: those input rows must be unchanged until then;
 //   - layer by layer: one GEMM and one activation kernel per layer, every pre-activation kept
-//     from forward() for backward(). The route of MLPs with LayerNorm (and of every MLP with
-//     CLEBSCH_MLP_LAYERWISE=1, for A/B runs). The fused route is taken wherever it can run: on
+//     from forward() for backward(). The route of the other MLPs (LayerNorm, other widths,
+//     GPUs before sm_80) and of every MLP with CLEBSCH_MLP_LAYERWISE=1 (A/B runs). The fused
+//     route is taken wherever it can run: on
 //     an H100 (run 29) the float32 MACE-MP-0 step at 10k atoms was 1.4 ms faster with the chains
 //     (1.9 ms forward and backward per radial MLP of 795k edges) than layer by layer; in float64
 //     the chains' 4.8 ms matched run 28's layer by layer (4.7); and a chain keeps 128 values
