@@ -35,6 +35,7 @@
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/device/kernel_timing.h"
+#include "clebsch/cuda/device/mlp_mma_fragments.h"
 #include "clebsch/cuda/device/tf32x3_gemm.h"
 #include "clebsch/support/error.h"
 
@@ -365,6 +366,13 @@ extern "C" __global__ void tf32_round_test(RoundArgs a) {
     if (std::memcmp(&want, &y[i], sizeof want) != 0) {
       ++bad;
       ADD_FAILURE() << "tf32(" << x[i] << ") = " << y[i] << ", expected " << want;
+    }
+    // The host rounding that splits the MLP chains' packed weights (mlp_mma_fragments.h) must
+    // be the device's, bit for bit.
+    const float host = tf32_round_host(x[i]);
+    if (std::memcmp(&host, &y[i], sizeof host) != 0) {
+      ++bad;
+      ADD_FAILURE() << "tf32_round_host(" << x[i] << ") = " << host << ", device " << y[i];
     }
   }
   // The definition itself, on cases worked out by hand: ties go away from zero.

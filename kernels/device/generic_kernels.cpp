@@ -47,7 +47,7 @@ bool simt_chain_requested() {
   return e && *e && std::strcmp(e, "0") != 0;
 }
 // Whether float32 forwards take the tensor-core chain (CLEBSCH_MLP_F32_FORWARD=mma) instead of
-// the SIMT one (H100 run 29, at two row strips a warp: 2.8 ms a layer slower than SIMT).
+// the SIMT one (H100 run 29: the step even with it, 27.92 against 27.90 ms at 10k atoms).
 bool f32_forward_on_mma() {
   const char* e = std::getenv("CLEBSCH_MLP_F32_FORWARD");
   return e && std::strcmp(e, "mma") == 0;
@@ -288,9 +288,9 @@ bool GenericKernels::mlp_chain_pays(const MlpChainArgs& a, const BackendLimits& 
 void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, Stream s) const {
   if (a.rows <= 0) return;
   const KernelFloor f = mlp_floor(t, a, backward);
-  // float32: the tensor-core chain's forward (3xTF32, its splits in registers) ran at 1.1 ms a
-  // layer on an H100 against the SIMT chain's 0.71; its backward at 1.9 against 2.6 (run 28):
-  // each takes the faster.
+  // float32 forwards stay on the SIMT chain (0.71 ms per radial MLP on an H100; the 3xTF32
+  // chain's forward was slower in run 28 and even in run 29), backwards on the tensor cores
+  // (1.18 ms against the SIMT chain's 2.6).
   if (mlp_mma_route(a, backend_.limits(), backend_.emulated()) &&
       (backward || t == DType::kFloat64 || f32_forward_on_mma())) {
     const long long rows = t == DType::kFloat64 ? 32 : 64;
