@@ -292,6 +292,38 @@ TEST(Tf32x3Route, EveryKernelFitsTwoBlocksAnSmAndIsInTheGenericModule) {
   }
 }
 
+TEST(Tf32x3Route, TilesNamedTakeTheirFormOnlyAndTheFirstNamedWins) {
+  const GemmArgs wide = dense_f32(794988, 1280, 64);
+  GemmArgs narrow_t = dense_f32(794988, 64, 1280);
+  narrow_t.ldb = 1, narrow_t.b_col = 1280;
+  const std::string both = "clebsch_gemm_tf32x3_128x64_nt_k16,clebsch_gemm_tf32x3_64x128_nn_s2";
+  EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, wide, both)->kernel->name,
+               "clebsch_gemm_tf32x3_64x128_nn_s2");
+  EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t, both)->kernel->name,
+               "clebsch_gemm_tf32x3_128x64_nt_k16");
+  EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t,
+                                "clebsch_gemm_tf32x3_128x64_nt_s2,clebsch_gemm_tf32x3_128x64_nt_k16")
+                   ->kernel->name,
+               "clebsch_gemm_tf32x3_128x64_nt_s2");
+  // A name of another form, an unknown name or a prefix of a name: the preferred kernel.
+  for (const char* other : {"clebsch_gemm_tf32x3_64x128_nn_s2", "nonsense",
+                            "clebsch_gemm_tf32x3_128x64_nt_k1"})
+    EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t, other)->kernel->name,
+                 "clebsch_gemm_tf32x3_128x64_nt");
+  // The grid follows the kernel's tile: 64-row tiles, twice the row tiles of the 128-row one.
+  const auto p = plan_tf32x3_gemm(DType::kFloat32, wide, both);
+  EXPECT_EQ(p->dims.grid_x, 12422u * 10u);
+  EXPECT_EQ(p->dims.threads, 128u);
+  // Exactly one preferred kernel per form.
+  for (bool w : {false, true})
+    for (bool t : {false, true})
+      EXPECT_EQ(std::count_if(tf32x3_kernels().begin(), tf32x3_kernels().end(),
+                              [&](const Tf32x3Kernel& k) {
+                                return k.wide() == w && k.b_transposed == t && k.preferred;
+                              }),
+                1);
+}
+
 TEST(Tf32x3Route, EnvironmentVariableIsReadAsAFlag) {
   const char* old = std::getenv("CLEBSCH_NO_TF32X3");
   const std::string saved = old ? old : "";
@@ -454,6 +486,37 @@ TEST_P(Tf32x3Gemm, MatchesTheFloat64ReferenceWithinTheFloat32Bound) {
     if (HasFailure()) return;
   }
   std::cout << "      worst error / bound over the cases: " << worst_ratio << "\n";
+}
+
+// The alternative tiles (CLEBSCH_TF32X3_TILES) on the cases of their form: the same bound.
+TEST_P(Tf32x3Gemm, EveryAlternativeTileMatchesTheFloat64Reference) {
+  const char* old = std::getenv("CLEBSCH_TF32X3_TILES");
+  const std::string saved = old ? old : "";
+  unsigned seed = 500;
+  int ran = 0;
+  for (const Tf32x3Kernel& k : tf32x3_kernels()) {
+    if (k.preferred) continue;
+    SCOPED_TRACE(k.name);
+    setenv("CLEBSCH_TF32X3_TILES", k.name, 1);
+    GenericKernels gk(*backend_);
+    double worst_ratio = 0;
+    for (const Case& c : cases()) {
+      GemmArgs g = c.args();
+      static float h = 0;
+      g.a = g.b = g.c = &h;
+      if (plan_tf32x3_gemm(DType::kFloat32, g, k.name)->kernel != &k) continue;
+      expect_case(*backend_, gk, c, seed += 10, &worst_ratio);
+      ++ran;
+      if (HasFailure()) break;
+    }
+    std::cout << "      " << k.name << ": worst error / bound " << worst_ratio << "\n";
+    if (HasFailure()) break;
+  }
+  if (old)
+    setenv("CLEBSCH_TF32X3_TILES", saved.c_str(), 1);
+  else
+    unsetenv("CLEBSCH_TF32X3_TILES");
+  EXPECT_GE(ran, 6);
 }
 
 // gemm() takes the route with its record (kernel name, MxNxK detail, the GEMM's floor); fewer

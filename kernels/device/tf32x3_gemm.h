@@ -33,6 +33,11 @@ struct Tf32x3Kernel {
   const char* name;
   int bm, bn, bk, stages;
   bool b_transposed;
+  /// The kernel plan_tf32x3_gemm takes for its form (wide or narrow, B's layout) unless asked
+  /// for another; the others are measured alternatives (CLEBSCH_TF32X3_TILES).
+  bool preferred;
+  /// Wide: for n > 64 (bn > 64); narrow: n <= 64.
+  bool wide() const { return bn > 64; }
   /// 64 x 32 warp tiles: 32 (bm / 64) (bn / 32) threads.
   int threads() const;
   /// The pipeline's dynamic shared memory (the layout of dense_tf32x3.cuh.in's Tf32x3Layout).
@@ -53,8 +58,11 @@ struct Tf32x3Plan {
 };
 
 /// The launch for @p g when its form is one the kernels take (see the file comment), whatever
-/// its size; nullopt otherwise (and for m, n or k below 1). Pure.
-std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g);
+/// its size; nullopt otherwise (and for m, n or k below 1). The kernel is the preferred one of
+/// the form, or the one @p tiles names (a comma-separated list of kernel names; the first of
+/// the form wins). Pure.
+std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g,
+                                           const std::string& tiles = {});
 
 /// GEMMs with fewer rows (less than one row tile) stay on their previous route: on a GPU they
 /// are launch-bound either way, and on the emulated backend a launch of the tensor-core kernel
@@ -80,5 +88,11 @@ bool tf32x3_route(DType t, const GemmArgs& g);
 /// CLEBSCH_NO_TF32X3 is set, non-empty and not "0": GenericKernels made now take the old route
 /// (cuBLAS or the generic kernel) for every GEMM.
 bool tf32x3_disabled_by_env();
+
+/// A/B switches read by GenericKernels when made: CLEBSCH_TF32X3_TILES (kernel names for
+/// plan_tf32x3_gemm's @p tiles; empty when unset) and CLEBSCH_TF32X3_MIN_COLUMNS (the columns
+/// from which a GEMM goes here beside cuBLAS; kTf32x3MinColumnsBesideCublas when unset).
+std::string tf32x3_tiles_by_env();
+long long tf32x3_min_columns_beside_cublas_by_env();
 
 }  // namespace clebsch::cuda
