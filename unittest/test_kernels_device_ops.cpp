@@ -253,20 +253,27 @@ TEST_P(DeviceOps, FusedMlpChainMatchesTheHostEngine) {
 // A radial MLP of MACE-MP / NequIP width ([n_basis, 64, 64, 64] then a wide plain layer), the
 // shape the chain runs on the tensor cores (mlp_chain_mma.cuh.in: DMMA in float64, 3xTF32 in
 // float32): 77 rows (whole warp strips and a part), with and without biases and out_scale, 8 and
-// 10 inputs, forward and backward against the host Mlp, and the tensor-core chain against the
-// SIMT one (CLEBSCH_MLP_SIMT=1) on the same rows; the float32 forward on either chain.
+// 10 inputs, three hidden layers and one (the backward then keeps no phi' tile), forward and
+// backward against the host Mlp, and the tensor-core chain against the SIMT one
+// (CLEBSCH_MLP_SIMT=1) on the same rows; the float32 forward on either chain.
 TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
-  for (int variant = 0; variant < 2; ++variant) {
-    SCOPED_TRACE(variant ? "10 inputs, biases, tanh, out_scale" : "8 inputs, silu, no bias");
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant == 1   ? "10 inputs, biases, tanh, out_scale"
+                 : variant == 2 ? "one hidden layer"
+                                : "8 inputs, silu, no bias");
     model::Mlp m;
-    const int widths[] = {variant ? 10 : 8, 64, 64, 64, 200};
-    for (int l = 0; l < 4; ++l) {
+    const std::vector<int> widths = variant == 2
+                                        ? std::vector<int>{8, 64, 200}
+                                        : std::vector<int>{variant ? 10 : 8, 64, 64, 64, 200};
+    const int hidden = static_cast<int>(widths.size()) - 2;
+    for (int l = 0; l <= hidden; ++l) {
       model::Mlp::Layer L = dense_layer(widths[l], widths[l + 1], 80 + 10 * variant + l,
-                                        variant && l < 3 ? 90 + l : -1);
-      if (l < 3) {
-        L.activation = variant ? model::Activation{"tanh", model::Activation::Kind::kTanh, 1.3}
-                               : model::Activation{"silu", model::Activation::Kind::kSilu, 1.68};
-        L.out_scale = variant && l == 1 ? 0.7 : 1.0;
+                                        variant == 1 && l < 3 ? 90 + l : -1);
+      if (l < hidden) {
+        L.activation = variant == 1
+                           ? model::Activation{"tanh", model::Activation::Kind::kTanh, 1.3}
+                           : model::Activation{"silu", model::Activation::Kind::kSilu, 1.68};
+        L.out_scale = variant == 1 && l == 1 ? 0.7 : 1.0;
       }
       m.layers.push_back(L);
     }
@@ -274,8 +281,8 @@ TEST_P(DeviceOps, TensorCoreMlpChainMatchesTheHostEngine) {
     DeviceMlp<double> dev(*backend_, m, "radial_mlp");
     ASSERT_TRUE(dev.fused_chain());
     MlpChainArgs probe{};
-    probe.num_layers = 3;
-    for (int l = 0; l < 4; ++l) probe.dims[l] = widths[l];
+    probe.num_layers = hidden;
+    for (int l = 0; l <= hidden; ++l) probe.dims[l] = widths[l];
     ASSERT_TRUE(GenericKernels::mlp_mma_route(probe, backend_->limits(), backend_->emulated()));
     setenv("CLEBSCH_MLP_SIMT", "1", 1);
     const auto simt = check_mlp_float32(m, host, 77, 31 + variant, 2e-5);

@@ -296,9 +296,9 @@ TEST(Tf32x3Route, TilesNamedTakeTheirFormOnlyAndTheFirstNamedWins) {
   const GemmArgs wide = dense_f32(794988, 1280, 64);
   GemmArgs narrow_t = dense_f32(794988, 64, 1280);
   narrow_t.ldb = 1, narrow_t.b_col = 1280;
-  const std::string both = "clebsch_gemm_tf32x3_128x64_nt_k16,clebsch_gemm_tf32x3_64x128_nn_s2";
+  const std::string both = "clebsch_gemm_tf32x3_128x64_nt_k16,clebsch_gemm_tf32x3_128x64_nn_s2_se";
   EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, wide, both)->kernel->name,
-               "clebsch_gemm_tf32x3_64x128_nn_s2");
+               "clebsch_gemm_tf32x3_128x64_nn_s2_se");
   EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t, both)->kernel->name,
                "clebsch_gemm_tf32x3_128x64_nt_k16");
   EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t,
@@ -306,20 +306,20 @@ TEST(Tf32x3Route, TilesNamedTakeTheirFormOnlyAndTheFirstNamedWins) {
                    ->kernel->name,
                "clebsch_gemm_tf32x3_128x64_nt_s2");
   // A name of another form, an unknown name or a prefix of a name: the preferred kernel.
-  for (const char* other : {"clebsch_gemm_tf32x3_64x128_nn_s2", "nonsense",
+  for (const char* other : {"clebsch_gemm_tf32x3_128x128_nn_se", "nonsense",
                             "clebsch_gemm_tf32x3_128x64_nt_k1"})
     EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t, other)->kernel->name,
                  "clebsch_gemm_tf32x3_128x64_nt");
-  // The grid follows the kernel's tile: 64-row tiles, twice the row tiles of the 128-row one.
+  // The grid follows the kernel's tile: 64-column tiles, twice the column tiles of 128.
   const auto p = plan_tf32x3_gemm(DType::kFloat32, wide, both);
-  EXPECT_EQ(p->dims.grid_x, 12422u * 10u);
+  EXPECT_EQ(p->dims.grid_x, 6211u * 20u);
   EXPECT_EQ(p->dims.threads, 128u);
   // Exactly one preferred kernel per form.
   for (bool w : {false, true})
     for (bool t : {false, true})
       EXPECT_EQ(std::count_if(tf32x3_kernels().begin(), tf32x3_kernels().end(),
                               [&](const Tf32x3Kernel& k) {
-                                return k.wide() == w && k.b_transposed == t && k.preferred;
+                                return k.wide == w && k.b_transposed == t && k.preferred;
                               }),
                 1);
 }

@@ -39,7 +39,8 @@ double size_of_type(DType t) { return t == DType::kFloat64 ? 8.0 : 4.0; }
 // templates/mlp_chain.cuh.in's tile: kMlpRows rows a block, kMlpStride values a feature.
 constexpr int kMlpRows = 32, kMlpThreads = 128, kMlpStride = kMlpRows + 4;
 // templates/mlp_chain_mma.cuh.in: 4 warps of 8 (float64) or 16 (float32) rows, every layer 64
-// wide, and per layer each lane's 16 float64 / 32 float32 phi'(z) in the backward.
+// wide, and per layer each lane's 16 float64 / 32 float32 phi'(z) in the backward (float64: but
+// the last layer's, whose gy phi' the forward's epilogue makes at once).
 constexpr int kMmaThreads = 128, kMmaPhiBytes = 16 * 8 * kMmaThreads;
 
 bool simt_chain_requested() {
@@ -136,8 +137,6 @@ GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backen
             backend_.limits().sm_major >= 8;  // TF32 MMAs and cp.async
   tf32x3_tiles_ = tf32x3_tiles_by_env();
   tf32x3_min_columns_ = tf32x3_min_columns_beside_cublas_by_env();
-  const char* ir = std::getenv("CLEBSCH_F64_DENSE_IR");
-  f64_dense_ir_ = ir && *ir && std::strcmp(ir, "0") != 0;
   // After load(): the backend has made its context current, which the cuBLAS handle binds to.
   if (route == GemmRoute::kAuto)
     dense_ = DenseGemm::create(backend_, &gemm_route_);
@@ -189,8 +188,7 @@ void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
   if (tf32x3_ && tf32x3_route(t, a) && (!dense_ || a.n >= tf32x3_min_columns_))
     return gemm_tf32x3(a, s);
-  const bool f64_rows = f64_dense_ir_ && t == DType::kFloat64 && a.m >= kTf32x3MinRows;
-  if (ir_mul_route(a) && (a.batch > 1 || !dense_ || f64_rows)) return gemm_ir_linear(t, a, s);
+  if (ir_mul_route(a) && (a.batch > 1 || !dense_)) return gemm_ir_linear(t, a, s);
   const bool timing = backend_.kernel_timing();
   char detail[96];
   if (dense_)
@@ -302,7 +300,8 @@ void GenericKernels::launch_mlp(DType t, const MlpChainArgs& a, bool backward, S
     LaunchDims d;
     d.threads = kMmaThreads;
     d.grid_x = static_cast<unsigned>(std::min<long long>((a.rows + rows - 1) / rows, 1 << 20));
-    d.shared_bytes = backward ? static_cast<unsigned>(a.num_layers * kMmaPhiBytes) : 0;
+    const int tiles = t == DType::kFloat64 ? a.num_layers - 1 : a.num_layers;
+    d.shared_bytes = backward ? static_cast<unsigned>(tiles * kMmaPhiBytes) : 0;
     backend_.set_timing_floor(f.bytes, f.flops);
     return backend_.launch(k(backward ? "mlp_mma_backward" : "mlp_mma_forward", t), d, s, a);
   }

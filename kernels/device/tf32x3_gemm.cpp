@@ -45,13 +45,14 @@ const std::vector<Tf32x3Kernel>& tf32x3_kernels() {
   // The alternatives hold four blocks an SM (46-55 KB: shallower pipelines or thinner K
   // slices), twice the warps of the 4-warp tiles to hide the MMAs' and the loads' latency.
   static const std::vector<Tf32x3Kernel> k = {
-      {"clebsch_gemm_tf32x3_128x128_nn", 128, 128, 32, 3, false, true},
-      {"clebsch_gemm_tf32x3_128x128_nt", 128, 128, 32, 3, true, true},
-      {"clebsch_gemm_tf32x3_128x64_nn", 128, 64, 32, 4, false, true},
-      {"clebsch_gemm_tf32x3_128x64_nt", 128, 64, 32, 4, true, true},
-      {"clebsch_gemm_tf32x3_64x128_nn_s2", 64, 128, 32, 2, false, false},
-      {"clebsch_gemm_tf32x3_128x64_nt_s2", 128, 64, 32, 2, true, false},
-      {"clebsch_gemm_tf32x3_128x64_nt_k16", 128, 64, 16, 3, true, false},
+      {"clebsch_gemm_tf32x3_128x128_nn", true, 128, 128, 32, 3, false, true, false},
+      {"clebsch_gemm_tf32x3_128x128_nt", true, 128, 128, 32, 3, true, true, false},
+      {"clebsch_gemm_tf32x3_128x64_nn", false, 128, 64, 32, 4, false, true, false},
+      {"clebsch_gemm_tf32x3_128x64_nt", false, 128, 64, 32, 4, true, true, false},
+      {"clebsch_gemm_tf32x3_128x128_nn_se", true, 128, 128, 32, 3, false, false, true},
+      {"clebsch_gemm_tf32x3_128x64_nn_s2_se", true, 128, 64, 32, 2, false, false, true},
+      {"clebsch_gemm_tf32x3_128x64_nt_s2", false, 128, 64, 32, 2, true, false, false},
+      {"clebsch_gemm_tf32x3_128x64_nt_k16", false, 128, 64, 16, 3, true, false, false},
   };
   return k;
 }
@@ -61,7 +62,8 @@ std::string tf32x3_kernels_source() {
   s << templates::k_dense_tf32x3;
   for (const Tf32x3Kernel& k : tf32x3_kernels())
     s << "CLEBSCH_TF32X3_KERNEL(" << k.name << ", " << k.bm << ", " << k.bn << ", " << k.bk << ", "
-      << k.stages << ", " << (k.b_transposed ? "true" : "false") << ", " << k.threads() << ", "
+      << k.stages << ", " << (k.b_transposed ? "true" : "false") << ", "
+      << (k.staged_epilogue ? "true" : "false") << ", " << k.threads() << ", "
       << k.shared_bytes() << ")\n";
   return s.str();
 }
@@ -92,10 +94,10 @@ std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g,
   const bool wide = g.n > 64;
   const Tf32x3Kernel* kernel = nullptr;
   for (const Tf32x3Kernel& k : tf32x3_kernels())
-    if (k.wide() == wide && k.b_transposed == b_transposed && k.preferred) kernel = &k;
+    if (k.wide == wide && k.b_transposed == b_transposed && k.preferred) kernel = &k;
   if (!tiles.empty())
     for (const Tf32x3Kernel& k : tf32x3_kernels())
-      if (k.wide() == wide && k.b_transposed == b_transposed &&
+      if (k.wide == wide && k.b_transposed == b_transposed &&
           named_in(tiles, k.name) < named_in(tiles, kernel->name))
         kernel = &k;
   const long long grid =

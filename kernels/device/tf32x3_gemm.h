@@ -31,13 +31,15 @@ namespace clebsch::cuda {
 /// pipeline, B row-major or transposed (dense_tf32x3.cuh.in's template parameters).
 struct Tf32x3Kernel {
   const char* name;
+  /// For GEMMs of more than 64 columns (else of at most 64).
+  bool wide;
   int bm, bn, bk, stages;
   bool b_transposed;
   /// The kernel plan_tf32x3_gemm takes for its form (wide or narrow, B's layout) unless asked
   /// for another; the others are measured alternatives (CLEBSCH_TF32X3_TILES).
   bool preferred;
-  /// Wide: for n > 64 (bn > 64); narrow: n <= 64.
-  bool wide() const { return bn > 64; }
+  /// C leaves through shared memory in 16-byte row chunks instead of each lane's 8-byte pairs.
+  bool staged_epilogue;
   /// 64 x 32 warp tiles: 32 (bm / 64) (bn / 32) threads.
   int threads() const;
   /// The pipeline's dynamic shared memory (the layout of dense_tf32x3.cuh.in's Tf32x3Layout).

@@ -1,0 +1,101 @@
+// Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
+//
+// The ceilings the 3xTF32 GEMMs and the MMA chains are measured against (bench/NOTES.md, run
+// 30): the throughput of mma.sync m16n8k8 TF32 and m8n8k4 float64 from registers alone (no
+// memory; 8 independent accumulators a warp), at 1 to 8 warps a scheduler, and the write
+// bandwidth of two store patterns over 4 GB: each lane an 8-byte pair of 8 rows per warp store
+// (the tf32x3 kernels' direct epilogue) against 16-byte chunks of one row (a staged epilogue).
+//   nvcc -O3 -arch=sm_90 -o mma_peak bench/probes/mma_peak.cu && ./mma_peak
+#include <cstdio>
+#include <cuda_runtime.h>
+
+constexpr int kIters = 4096, kAcc = 8;
+
+__global__ void tf32_peak(float* out) {
+  float d[kAcc][4] = {};
+  unsigned a[4] = {threadIdx.x, 1u, 2u, 3u}, b[2] = {5u, threadIdx.x};
+  for (int it = 0; it < kIters; ++it)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i)
+      asm volatile(
+          "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  float s = 0;
+  for (int i = 0; i < kAcc; ++i) s += d[i][0] + d[i][1] + d[i][2] + d[i][3];
+  if (s == 12345.f) out[0] = s;
+}
+
+__global__ void f64_peak(double* out) {
+  double d[kAcc][2] = {};
+  double a = threadIdx.x * 1e-3, b = 1.0 + threadIdx.x;
+  for (int it = 0; it < kIters; ++it)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i)
+      asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                   : "+d"(d[i][0]), "+d"(d[i][1])
+                   : "d"(a), "d"(b));
+  double s = 0;
+  for (int i = 0; i < kAcc; ++i) s += d[i][0] + d[i][1];
+  if (s == 12345.0) out[0] = s;
+}
+
+// 8-byte pairs: lane (g = lane / 4, q = lane % 4) writes row g, columns 2q, 2q + 1 of an 8-row
+// slab of a 128-wide row-major tile (the direct epilogue's pattern); 16-byte chunks: a warp writes
+// 512 contiguous bytes of one row.
+__global__ void store_pairs(float2* c, long long rows) {
+  const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31, g = lane / 4, q = lane % 4;
+  const long long slab = warp / 16, col8 = warp % 16;  // 16 groups of 8 columns a row
+  const long long row = slab * 8 + g;
+  if (row < rows) c[(row * 128 + col8 * 8 + 2 * q) / 2] = make_float2(1.f, 2.f);
+}
+__global__ void store_rows(float4* c, long long n4) {
+  const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n4) c[i] = make_float4(1.f, 2.f, 3.f, 4.f);
+}
+
+template <typename F>
+float time_ms(F launch) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a), cudaEventCreate(&b);
+  launch();
+  cudaEventRecord(a);
+  for (int r = 0; r < 5; ++r) launch();
+  cudaEventRecord(b);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  return ms / 5;
+}
+
+int main() {
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  const int sms = prop.multiProcessorCount;
+  float* f;
+  double* dd;
+  cudaMalloc(&f, 16), cudaMalloc(&dd, 16);
+  printf("%s, %d SMs\n", prop.name, sms);
+  for (int warps : {4, 8, 16, 32}) {  // warps an SM: 1, 2, 4, 8 a scheduler
+    const double mmas = double(sms) * warps * kIters * kAcc;
+    float ms = time_ms([&] { tf32_peak<<<sms, 32 * warps>>>(f); });
+    printf("tf32 m16n8k8: %2d warps/SM %7.1f TFLOP/s (3xTF32: %6.1f)\n", warps,
+           mmas * 2 * 16 * 8 * 8 / ms / 1e9, mmas * 2 * 16 * 8 * 8 / ms / 1e9 / 3);
+    ms = time_ms([&] { f64_peak<<<sms, 32 * warps>>>(dd); });
+    printf("f64 m8n8k4:   %2d warps/SM %7.1f TFLOP/s\n", warps, mmas * 2 * 8 * 8 * 4 / ms / 1e9);
+  }
+  const long long rows = 8388608, bytes = rows * 128 * 4;  // 4.3 GB
+  float* c;
+  if (cudaMalloc(&c, bytes) != cudaSuccess) return 1;
+  float ms = time_ms([&] {
+    store_pairs<<<(unsigned)(rows / 8 * 16 * 32 / 256), 256>>>(reinterpret_cast<float2*>(c), rows);
+  });
+  printf("store 8-byte pairs of 8 rows: %.3f ms, %.2f TB/s\n", ms, bytes / ms / 1e9);
+  ms = time_ms([&] {
+    store_rows<<<(unsigned)(bytes / 16 / 256), 256>>>(reinterpret_cast<float4*>(c), bytes / 16);
+  });
+  printf("store 16-byte row chunks:     %.3f ms, %.2f TB/s\n", ms, bytes / ms / 1e9);
+  return cudaGetLastError() != cudaSuccess;
+}
