@@ -137,6 +137,8 @@ GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backen
             backend_.limits().sm_major >= 8;  // TF32 MMAs and cp.async
   tf32x3_tiles_ = tf32x3_tiles_by_env();
   tf32x3_min_columns_ = tf32x3_min_columns_beside_cublas_by_env();
+  const char* ir = std::getenv("CLEBSCH_F64_DENSE_IR");
+  f64_dense_ir_ = ir && *ir && std::strcmp(ir, "0") != 0;
   // After load(): the backend has made its context current, which the cuBLAS handle binds to.
   if (route == GemmRoute::kAuto)
     dense_ = DenseGemm::create(backend_, &gemm_route_);
@@ -189,6 +191,12 @@ void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
   if (tf32x3_ && tf32x3_route(t, a) && (!dense_ || a.n >= tf32x3_min_columns_))
     return gemm_tf32x3(a, s);
   if (ir_mul_route(a) && (a.batch > 1 || !dense_)) return gemm_ir_linear(t, a, s);
+  if (f64_dense_ir_ && t == DType::kFloat64 && a.m >= kTf32x3MinRows && a.batch == 1) {
+    // A plain GEMM is the ir_linear form with one component (d = 1: component strides 1).
+    GemmArgs d = a;
+    d.a_batch = d.c_batch = 1;
+    if (ir_mul_route(d)) return gemm_ir_linear(t, d, s);
+  }
   const bool timing = backend_.kernel_timing();
   char detail[96];
   if (dense_)

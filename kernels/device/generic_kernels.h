@@ -145,6 +145,9 @@ class GenericKernels {
   bool tf32x3_ = false;               // gemm() takes the 3xTF32 route (uses_tf32x3)
   std::string tf32x3_tiles_;          // CLEBSCH_TF32X3_TILES (tf32x3_gemm.h)
   long long tf32x3_min_columns_ = kTf32x3MinColumnsBesideCublas;  // beside cuBLAS
+  // CLEBSCH_F64_DENSE_IR: plain float64 GEMMs of at least kTf32x3MinRows rows on the ir_linear
+  // DMMA kernel (as its d = 1 form) instead of cuBLAS: an A/B switch.
+  bool f64_dense_ir_ = false;
   std::string gemm_route_;
   // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
   mutable DeviceArray<int> total_bounds_{backend_};
