@@ -292,36 +292,22 @@ TEST(Tf32x3Route, EveryKernelFitsTwoBlocksAnSmAndIsInTheGenericModule) {
   }
 }
 
-TEST(Tf32x3Route, TilesNamedTakeTheirFormOnlyAndTheFirstNamedWins) {
-  const GemmArgs wide = dense_f32(794988, 1280, 64);
-  GemmArgs narrow_t = dense_f32(794988, 64, 1280);
-  narrow_t.ldb = 1, narrow_t.b_col = 1280;
-  const std::string both = "clebsch_gemm_tf32x3_128x64_nt_k16,clebsch_gemm_tf32x3_128x64_nn_s2_se";
-  EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, wide, both)->kernel->name,
-               "clebsch_gemm_tf32x3_128x64_nn_s2_se");
-  EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t, both)->kernel->name,
-               "clebsch_gemm_tf32x3_128x64_nt_k16");
-  EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t,
-                                "clebsch_gemm_tf32x3_128x64_nt_s2,clebsch_gemm_tf32x3_128x64_nt_k16")
-                   ->kernel->name,
-               "clebsch_gemm_tf32x3_128x64_nt_s2");
-  // A name of another form, an unknown name or a prefix of a name: the preferred kernel.
-  for (const char* other : {"clebsch_gemm_tf32x3_128x128_nn_se", "nonsense",
-                            "clebsch_gemm_tf32x3_128x64_nt_k1"})
-    EXPECT_STREQ(plan_tf32x3_gemm(DType::kFloat32, narrow_t, other)->kernel->name,
-                 "clebsch_gemm_tf32x3_128x64_nt");
-  // The grid follows the kernel's tile: 64-column tiles, twice the column tiles of 128.
-  const auto p = plan_tf32x3_gemm(DType::kFloat32, wide, both);
-  EXPECT_EQ(p->dims.grid_x, 6211u * 20u);
-  EXPECT_EQ(p->dims.threads, 128u);
-  // Exactly one preferred kernel per form.
-  for (bool w : {false, true})
-    for (bool t : {false, true})
-      EXPECT_EQ(std::count_if(tf32x3_kernels().begin(), tf32x3_kernels().end(),
-                              [&](const Tf32x3Kernel& k) {
-                                return k.wide == w && k.b_transposed == t && k.preferred;
-                              }),
-                1);
+TEST(Tf32x3Route, BesideCublasTheWideFormsAndTheLongTransposedOnes) {
+  // The radial MLP's last layer and its backward g W^T (W[64][1280] read transposed).
+  EXPECT_TRUE(tf32x3_beside_cublas(dense_f32(794988, 1280, 64)));
+  EXPECT_TRUE(tf32x3_beside_cublas(dense_f32(794988, kTf32x3MinColumnsBesideCublas, 64)));
+  GemmArgs g = dense_f32(794988, 64, 1280);
+  g.ldb = 1, g.b_col = 1280;
+  EXPECT_TRUE(tf32x3_beside_cublas(g));
+  g = dense_f32(794988, 64, kTf32x3MinDepthBesideCublas);
+  g.ldb = 1, g.b_col = kTf32x3MinDepthBesideCublas;
+  EXPECT_TRUE(tf32x3_beside_cublas(g));
+  // Narrow with B row-major, shallow transposed, narrow and shallow: cuBLAS.
+  EXPECT_FALSE(tf32x3_beside_cublas(dense_f32(794988, 64, 1280)));
+  g = dense_f32(794988, 64, kTf32x3MinDepthBesideCublas - 1);
+  g.ldb = 1, g.b_col = kTf32x3MinDepthBesideCublas - 1;
+  EXPECT_FALSE(tf32x3_beside_cublas(g));
+  EXPECT_FALSE(tf32x3_beside_cublas(dense_f32(794988, 64, 64)));
 }
 
 TEST(Tf32x3Route, EnvironmentVariableIsReadAsAFlag) {
@@ -432,7 +418,7 @@ std::vector<Case> cases() {
   c.push_back({777, 37, 13, true, 0.5, 0.0, 1, 1, 0, 0, 1, 0});   // B off alignment
   c.push_back({130, 65, 33, false, 1.0, 1.0, 0, 0, 0, 0, 0, 0});  // tails in m, n (wide), k
   c.push_back({129, 63, 31, true, 1.0, 0.0});                     // tails, narrow
-  // More K slices than pipeline stages (3 wide, 4 narrow), the last one short: a reused stage's
+  // More K slices than pipeline stages (3), the last one short: a reused stage's
   // stale columns past k must have been zero-filled.
   c.push_back({200, 150, 101, false, 1.0, 0.0});
   c.push_back({200, 50, 133, true, 1.0, 0.0, 1, 0, 0});
@@ -486,37 +472,6 @@ TEST_P(Tf32x3Gemm, MatchesTheFloat64ReferenceWithinTheFloat32Bound) {
     if (HasFailure()) return;
   }
   std::cout << "      worst error / bound over the cases: " << worst_ratio << "\n";
-}
-
-// The alternative tiles (CLEBSCH_TF32X3_TILES) on the cases of their form: the same bound.
-TEST_P(Tf32x3Gemm, EveryAlternativeTileMatchesTheFloat64Reference) {
-  const char* old = std::getenv("CLEBSCH_TF32X3_TILES");
-  const std::string saved = old ? old : "";
-  unsigned seed = 500;
-  int ran = 0;
-  for (const Tf32x3Kernel& k : tf32x3_kernels()) {
-    if (k.preferred) continue;
-    SCOPED_TRACE(k.name);
-    setenv("CLEBSCH_TF32X3_TILES", k.name, 1);
-    GenericKernels gk(*backend_);
-    double worst_ratio = 0;
-    for (const Case& c : cases()) {
-      GemmArgs g = c.args();
-      static float h = 0;
-      g.a = g.b = g.c = &h;
-      if (plan_tf32x3_gemm(DType::kFloat32, g, k.name)->kernel != &k) continue;
-      expect_case(*backend_, gk, c, seed += 10, &worst_ratio);
-      ++ran;
-      if (HasFailure()) break;
-    }
-    std::cout << "      " << k.name << ": worst error / bound " << worst_ratio << "\n";
-    if (HasFailure()) break;
-  }
-  if (old)
-    setenv("CLEBSCH_TF32X3_TILES", saved.c_str(), 1);
-  else
-    unsetenv("CLEBSCH_TF32X3_TILES");
-  EXPECT_GE(ran, 6);
 }
 
 // gemm() takes the route with its record (kernel name, MxNxK detail, the GEMM's floor); fewer

@@ -135,10 +135,6 @@ GenericKernels::GenericKernels(DeviceBackend& backend, GemmRoute route) : backen
   module_ = backend_.load({"clebsch_generic.cu", generic_kernels_source(), generic_kernel_specs()});
   tf32x3_ = route == GemmRoute::kAuto && !tf32x3_disabled_by_env() &&
             backend_.limits().sm_major >= 8;  // TF32 MMAs and cp.async
-  tf32x3_tiles_ = tf32x3_tiles_by_env();
-  tf32x3_min_columns_ = tf32x3_min_columns_beside_cublas_by_env();
-  const char* ir = std::getenv("CLEBSCH_F64_DENSE_IR");
-  f64_dense_ir_ = ir && *ir && std::strcmp(ir, "0") != 0;
   // After load(): the backend has made its context current, which the cuBLAS handle binds to.
   if (route == GemmRoute::kAuto)
     dense_ = DenseGemm::create(backend_, &gemm_route_);
@@ -172,7 +168,7 @@ void GenericKernels::gemm_ir_linear(DType t, const GemmArgs& a, Stream s, int ti
 }
 
 void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
-  const std::optional<Tf32x3Plan> p = plan_tf32x3_gemm(DType::kFloat32, a, tf32x3_tiles_);
+  const std::optional<Tf32x3Plan> p = plan_tf32x3_gemm(DType::kFloat32, a);
   if (!p)
     throw Error("gemm_tf32x3: the " + std::to_string(a.m) + "x" + std::to_string(a.n) + "x" +
                 std::to_string(a.k) +
@@ -188,15 +184,9 @@ void GenericKernels::gemm_tf32x3(const GemmArgs& a, Stream s) const {
 }
 
 void GenericKernels::gemm(DType t, const GemmArgs& a, Stream s) const {
-  if (tf32x3_ && tf32x3_route(t, a) && (!dense_ || a.n >= tf32x3_min_columns_))
+  if (tf32x3_ && tf32x3_route(t, a) && (!dense_ || tf32x3_beside_cublas(a)))
     return gemm_tf32x3(a, s);
   if (ir_mul_route(a) && (a.batch > 1 || !dense_)) return gemm_ir_linear(t, a, s);
-  if (f64_dense_ir_ && t == DType::kFloat64 && a.m >= kTf32x3MinRows && a.batch == 1) {
-    // A plain GEMM is the ir_linear form with one component (d = 1: component strides 1).
-    GemmArgs d = a;
-    d.a_batch = d.c_batch = 1;
-    if (ir_mul_route(d)) return gemm_ir_linear(t, d, s);
-  }
   const bool timing = backend_.kernel_timing();
   char detail[96];
   if (dense_)

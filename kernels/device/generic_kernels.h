@@ -22,13 +22,11 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
 #include "clebsch/cuda/device/dense_gemm.h"
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/device_backend.h"
 #include "clebsch/cuda/device/dtype.h"
-#include "clebsch/cuda/device/tf32x3_gemm.h"
 #include "clebsch/cuda/templates/device_args.h"
 
 namespace clebsch::cuda {
@@ -143,11 +141,6 @@ class GenericKernels {
   std::unique_ptr<DeviceModule> module_;
   std::unique_ptr<DenseGemm> dense_;  // null: every GEMM on the generic kernel
   bool tf32x3_ = false;               // gemm() takes the 3xTF32 route (uses_tf32x3)
-  std::string tf32x3_tiles_;          // CLEBSCH_TF32X3_TILES (tf32x3_gemm.h)
-  long long tf32x3_min_columns_ = kTf32x3MinColumnsBesideCublas;  // beside cuBLAS
-  // CLEBSCH_F64_DENSE_IR: plain float64 GEMMs of at least kTf32x3MinRows rows on the ir_linear
-  // DMMA kernel (as its d = 1 form) instead of cuBLAS: an A/B switch.
-  bool f64_dense_ir_ = false;
   std::string gemm_route_;
   // total()'s one-segment bounds {0, n}, kept on the device while n does not change.
   mutable DeviceArray<int> total_bounds_{backend_};

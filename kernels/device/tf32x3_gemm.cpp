@@ -3,7 +3,6 @@
 // Host side of the 3xTF32 GEMM (see tf32x3_gemm.h): tile configurations, source, routing rule.
 #include "clebsch/cuda/device/tf32x3_gemm.h"
 
-#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -12,21 +11,6 @@
 #include "kernel_templates.h"
 
 namespace clebsch::cuda {
-
-namespace {
-
-// The position of @p name in the comma-separated list @p names (npos when absent).
-std::size_t named_in(const std::string& names, const char* name) {
-  const std::string n(name);
-  for (std::size_t at = 0, i = 0; at <= names.size(); ++i) {
-    const std::size_t end = std::min(names.find(',', at), names.size());
-    if (names.compare(at, end - at, n) == 0) return i;
-    at = end + 1;
-  }
-  return std::string::npos;
-}
-
-}  // namespace
 
 int Tf32x3Kernel::threads() const { return 32 * (bm / 64) * (bn / 32); }
 
@@ -39,20 +23,21 @@ unsigned Tf32x3Kernel::shared_bytes() const {
 const std::vector<Tf32x3Kernel>& tf32x3_kernels() {
   // Wide (n > 64): 128 x 128 tiles, 8 warps, 3 stages (the radial MLP's last layer, n = 1280,
   // k = 64: two K slices, so depth matters little; blocks of one row tile share A through L2).
-  // Narrow (n <= 64): 128 x 64 tiles, 4 warps, 4 stages (its backward, n = 64, k = 1280: a long
-  // K loop reading A once, so a deeper pipeline). These need 105-108 KB of shared memory: two
-  // blocks an SM on an H100 or H200 (228 KB), the launch bounds cap registers at 128.
-  // The alternatives hold four blocks an SM (46-55 KB: shallower pipelines or thinner K
-  // slices), twice the warps of the 4-warp tiles to hide the MMAs' and the loads' latency.
+  // Narrow (n <= 64): 128 x 64 tiles, 4 warps (its backward, n = 64, k = 1280: a long K loop
+  // reading A once). These need 105-108 KB of shared memory, two blocks an SM on an H100 or H200
+  // (228 KB), except the narrow transposed one: K slices of 16 in 3 stages, 46 KB, four blocks
+  // an SM, which took the 794,988 x 64 x 1280 backward from 3.05 to 2.77 ms on an H100 (run 30;
+  // 2 stages of 32: 2.81). The launch bounds cap registers at 128 (121 for it, no spills).
+  // Measured and dropped (run 30): 64 x 128 wide tiles in 2 stages (four blocks an SM), 3.26 ms
+  // against 2.86 for the 1280-column forward; C through shared memory in 16-byte row chunks,
+  // 3.03 (an H100 writes 8-byte pairs of 8 rows as fast as whole rows: 3.30 TB/s either way,
+  // bench/probes/mma_peak.cu). The mma.sync TF32 ceiling there is ~320 TFLOP/s, 107 in 3xTF32:
+  // these kernels run at 42-47 % of it.
   static const std::vector<Tf32x3Kernel> k = {
-      {"clebsch_gemm_tf32x3_128x128_nn", true, 128, 128, 32, 3, false, true, false},
-      {"clebsch_gemm_tf32x3_128x128_nt", true, 128, 128, 32, 3, true, true, false},
-      {"clebsch_gemm_tf32x3_128x64_nn", false, 128, 64, 32, 4, false, true, false},
-      {"clebsch_gemm_tf32x3_128x64_nt", false, 128, 64, 32, 4, true, true, false},
-      {"clebsch_gemm_tf32x3_128x128_nn_se", true, 128, 128, 32, 3, false, false, true},
-      {"clebsch_gemm_tf32x3_128x64_nn_s2_se", true, 128, 64, 32, 2, false, false, true},
-      {"clebsch_gemm_tf32x3_128x64_nt_s2", false, 128, 64, 32, 2, true, false, false},
-      {"clebsch_gemm_tf32x3_128x64_nt_k16", false, 128, 64, 16, 3, true, false, false},
+      {"clebsch_gemm_tf32x3_128x128_nn", 128, 128, 32, 3, false},
+      {"clebsch_gemm_tf32x3_128x128_nt", 128, 128, 32, 3, true},
+      {"clebsch_gemm_tf32x3_128x64_nn", 128, 64, 32, 4, false},
+      {"clebsch_gemm_tf32x3_128x64_nt", 128, 64, 16, 3, true},
   };
   return k;
 }
@@ -62,8 +47,7 @@ std::string tf32x3_kernels_source() {
   s << templates::k_dense_tf32x3;
   for (const Tf32x3Kernel& k : tf32x3_kernels())
     s << "CLEBSCH_TF32X3_KERNEL(" << k.name << ", " << k.bm << ", " << k.bn << ", " << k.bk << ", "
-      << k.stages << ", " << (k.b_transposed ? "true" : "false") << ", "
-      << (k.staged_epilogue ? "true" : "false") << ", " << k.threads() << ", "
+      << k.stages << ", " << (k.b_transposed ? "true" : "false") << ", " << k.threads() << ", "
       << k.shared_bytes() << ")\n";
   return s.str();
 }
@@ -75,8 +59,7 @@ std::vector<KernelSpec> tf32x3_kernel_specs() {
   return specs;
 }
 
-std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g,
-                                           const std::string& tiles) {
+std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g) {
   if (t != DType::kFloat32 || g.batch != 1 || g.a_rows || g.c_rows || g.b_select)
     return std::nullopt;
   if (g.m < 1 || g.n < 1 || g.k < 1 || !g.a || !g.b || !g.c) return std::nullopt;
@@ -94,18 +77,13 @@ std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g,
   const bool wide = g.n > 64;
   const Tf32x3Kernel* kernel = nullptr;
   for (const Tf32x3Kernel& k : tf32x3_kernels())
-    if (k.wide == wide && k.b_transposed == b_transposed && k.preferred) kernel = &k;
-  if (!tiles.empty())
-    for (const Tf32x3Kernel& k : tf32x3_kernels())
-      if (k.wide == wide && k.b_transposed == b_transposed &&
-          named_in(tiles, k.name) < named_in(tiles, kernel->name))
-        kernel = &k;
-  const long long grid =
+    if ((k.bn > 64) == wide && k.b_transposed == b_transposed) kernel = &k;
+  const long long tiles =
       ((g.m + kernel->bm - 1) / kernel->bm) * ((g.n + kernel->bn - 1) / kernel->bn);
-  if (grid > INT_MAX) return std::nullopt;  // one grid dimension
+  if (tiles > INT_MAX) return std::nullopt;  // one grid dimension
   Tf32x3Plan p;
   p.kernel = kernel;
-  p.dims.grid_x = static_cast<unsigned>(grid);
+  p.dims.grid_x = static_cast<unsigned>(tiles);
   p.dims.threads = static_cast<unsigned>(kernel->threads());
   p.dims.shared_bytes = kernel->shared_bytes();
   return p;
@@ -115,19 +93,15 @@ bool tf32x3_route(DType t, const GemmArgs& g) {
   return g.m >= kTf32x3MinRows && plan_tf32x3_gemm(t, g).has_value();
 }
 
+bool tf32x3_beside_cublas(const GemmArgs& g) {
+  const bool b_transposed = g.b_col != 1 && g.ldb == 1 && g.n > 1;
+  return g.n >= kTf32x3MinColumnsBesideCublas ||
+         (b_transposed && g.k >= kTf32x3MinDepthBesideCublas);
+}
+
 bool tf32x3_disabled_by_env() {
   const char* e = std::getenv("CLEBSCH_NO_TF32X3");
   return e && *e && std::strcmp(e, "0") != 0;
-}
-
-std::string tf32x3_tiles_by_env() {
-  const char* e = std::getenv("CLEBSCH_TF32X3_TILES");
-  return e ? e : "";
-}
-
-long long tf32x3_min_columns_beside_cublas_by_env() {
-  const char* e = std::getenv("CLEBSCH_TF32X3_MIN_COLUMNS");
-  return e && *e ? std::atoll(e) : kTf32x3MinColumnsBesideCublas;
 }
 
 }  // namespace clebsch::cuda

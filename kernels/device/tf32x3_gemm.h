@@ -31,15 +31,8 @@ namespace clebsch::cuda {
 /// pipeline, B row-major or transposed (dense_tf32x3.cuh.in's template parameters).
 struct Tf32x3Kernel {
   const char* name;
-  /// For GEMMs of more than 64 columns (else of at most 64).
-  bool wide;
   int bm, bn, bk, stages;
   bool b_transposed;
-  /// The kernel plan_tf32x3_gemm takes for its form (wide or narrow, B's layout) unless asked
-  /// for another; the others are measured alternatives (CLEBSCH_TF32X3_TILES).
-  bool preferred;
-  /// C leaves through shared memory in 16-byte row chunks instead of each lane's 8-byte pairs.
-  bool staged_epilogue;
   /// 64 x 32 warp tiles: 32 (bm / 64) (bn / 32) threads.
   int threads() const;
   /// The pipeline's dynamic shared memory (the layout of dense_tf32x3.cuh.in's Tf32x3Layout).
@@ -60,11 +53,8 @@ struct Tf32x3Plan {
 };
 
 /// The launch for @p g when its form is one the kernels take (see the file comment), whatever
-/// its size; nullopt otherwise (and for m, n or k below 1). The kernel is the preferred one of
-/// the form, or the one @p tiles names (a comma-separated list of kernel names; the first of
-/// the form wins). Pure.
-std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g,
-                                           const std::string& tiles = {});
+/// its size; nullopt otherwise (and for m, n or k below 1). Pure.
+std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g);
 
 /// GEMMs with fewer rows (less than one row tile) stay on their previous route: on a GPU they
 /// are launch-bound either way, and on the emulated backend a launch of the tensor-core kernel
@@ -76,12 +66,19 @@ std::optional<Tf32x3Plan> plan_tf32x3_gemm(DType t, const GemmArgs& g,
 inline constexpr long long kTf32x3MinRows = 128;
 
 /// Beside cuBLAS (the CUDA backend where it loads), gemm() sends a GEMM here only from this many
-/// columns on: on an H100 (run 28, 794,988 rows) the radial MLPs' last layers, 1280 and 512
-/// columns on 64 inputs, took 2.83 and 1.14 ms against SGEMM's 4.29 and 1.73, while their
-/// backward, 64 columns on 1280 and 512 inputs, took 3.05 and 1.25 ms against 2.98 and 1.27:
-/// no gain there, and narrower forms were not measured. Without cuBLAS every routed form comes
-/// here (the emulated backend: CI's tests run the kernel through the engines).
+/// columns on, or with B read transposed from this depth on (tf32x3_beside_cublas). On an H100
+/// (794,988 rows), the radial MLPs' last layers took 2.83 and 1.14 ms here against SGEMM's 4.29
+/// and 1.73 (1280 and 512 columns on 64 inputs, run 28). Their backward g W^T (64 columns on
+/// 1280 and 512 inputs, W read transposed) took 3.05 and 1.25 ms on the 4-stage 128 x 64 tile
+/// against SGEMM's 2.98 and 1.27, and 2.77 and 1.13 against 2.94 and 1.25 on the current one
+/// (run 30: thinner K slices, four blocks an SM). Narrower and shallower forms were not measured
+/// against cuBLAS.
 inline constexpr long long kTf32x3MinColumnsBesideCublas = 256;
+inline constexpr long long kTf32x3MinDepthBesideCublas = 256;
+
+/// Beside cuBLAS, the forms measured faster here: n >= kTf32x3MinColumnsBesideCublas, or B read
+/// transposed (unit row stride) with k >= kTf32x3MinDepthBesideCublas. Pure.
+bool tf32x3_beside_cublas(const GemmArgs& g);
 
 /// The routing rule of GenericKernels::gemm: plan_tf32x3_gemm(t, g) exists and g.m is at least
 /// kTf32x3MinRows. Pure (the environment is read by tf32x3_disabled_by_env).
@@ -90,11 +87,5 @@ bool tf32x3_route(DType t, const GemmArgs& g);
 /// CLEBSCH_NO_TF32X3 is set, non-empty and not "0": GenericKernels made now take the old route
 /// (cuBLAS or the generic kernel) for every GEMM.
 bool tf32x3_disabled_by_env();
-
-/// A/B switches read by GenericKernels when made: CLEBSCH_TF32X3_TILES (kernel names for
-/// plan_tf32x3_gemm's @p tiles; empty when unset) and CLEBSCH_TF32X3_MIN_COLUMNS (the columns
-/// from which a GEMM goes here beside cuBLAS; kTf32x3MinColumnsBesideCublas when unset).
-std::string tf32x3_tiles_by_env();
-long long tf32x3_min_columns_beside_cublas_by_env();
 
 }  // namespace clebsch::cuda
