@@ -10,6 +10,7 @@
 # OUT/summary.txt. Variants run in the order given; name a baseline first and again last to see
 # the machine's drift.
 #   bench/run_step_ab.sh OUT ATOMS LABEL=CARRY[:VAR=VALUE[,VAR=VALUE...]] ...
+# (a VALUE may hold commas: a comma starts a new assignment only where NAME= follows it)
 # e.g. base=.device/base new=.device/new new-chain=.device/new:CLEBSCH_MLP_CHAIN=1
 # CLEBSCH_REPEAT: timed calls per precision (default 10); CLEBSCH_AB_ARGS: more bench_mace_model
 # arguments for every variant (e.g. --atomic).
@@ -35,7 +36,16 @@ for spec in "$@"; do
   mkdir -p "$out/$label"
   (
     source "$root/bench/device_env.sh" "$carry" 2>/dev/null
-    IFS=, read -ra assignments <<<"$vars"
+    # Split on the commas that start a new VAR=: a value may hold commas (a list of names).
+    IFS=, read -ra parts <<<"$vars"
+    assignments=()
+    for a in "${parts[@]}"; do
+      if [[ $a == *=* || ${#assignments[@]} -eq 0 ]]; then
+        assignments+=("$a")
+      else
+        assignments[-1]+=",$a"
+      fi
+    done
     for a in "${assignments[@]}"; do export "${a?}"; done
     "$carry/bench/bench_mace_model" --model "$out/model/model.safetensors" \
       --structure "$out/model/structure.safetensors" --engine cuda --precision fp32,fp64 \
