@@ -1,11 +1,12 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The ceilings the 3xTF32 GEMMs and the MMA chains are measured against (bench/NOTES.md, run
-// 30): the throughput of mma.sync m16n8k8 TF32 and m8n8k4 float64 from registers alone (no
-// memory; 8 independent accumulators a warp), at 1 to 8 warps a scheduler, and the write
+// 30): the throughput of mma.sync m16n8k8 TF32 and of float64 m8n8k4 (sm_80's shape, which every
+// DMMA kernel here uses) and m16n8k4 / k8 / k16 (sm_90's) from registers alone (no memory; 8
+// independent accumulators a warp), at 1 to 8 warps a scheduler, and the write
 // bandwidth of two store patterns over 4 GB: each lane an 8-byte pair of 8 rows per warp store
 // (the tf32x3 kernels' direct epilogue) against 16-byte chunks of one row (a staged epilogue).
-//   nvcc -O3 -arch=sm_90 -o mma_peak bench/probes/mma_peak.cu && ./mma_peak
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o mma_peak bench/probes/mma_peak.cu && ./mma_peak
 #include <cstdio>
 #include <cuda_runtime.h>
 
@@ -38,6 +39,41 @@ __global__ void f64_peak(double* out) {
                    : "d"(a), "d"(b));
   double s = 0;
   for (int i = 0; i < kAcc; ++i) s += d[i][0] + d[i][1];
+  if (s == 12345.0) out[0] = s;
+}
+
+// sm_90's float64 shapes: A 16 x K (K / 2 values a lane), B K x 8 (K / 4), C 16 x 8 (4).
+template <int K>
+__global__ void f64_peak_m16(double* out) {
+  double d[kAcc][4] = {};
+  double a[K / 2], b[K / 4];
+  for (int i = 0; i < K / 2; ++i) a[i] = threadIdx.x * 1e-3 + i;
+  for (int i = 0; i < K / 4; ++i) b[i] = 1.0 + threadIdx.x + i;
+  for (int it = 0; it < kIters; ++it)
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      if constexpr (K == 4)
+        asm volatile(
+            "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+            "{%0,%1,%2,%3};\n"
+            : "+d"(d[i][0]), "+d"(d[i][1]), "+d"(d[i][2]), "+d"(d[i][3])
+            : "d"(a[0]), "d"(a[1]), "d"(b[0]));
+      else if constexpr (K == 8)
+        asm volatile(
+            "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+d"(d[i][0]), "+d"(d[i][1]), "+d"(d[i][2]), "+d"(d[i][3])
+            : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+      else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+            "{%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
+            : "+d"(d[i][0]), "+d"(d[i][1]), "+d"(d[i][2]), "+d"(d[i][3])
+            : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]),
+              "d"(a[7]), "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+    }
+  double s = 0;
+  for (int i = 0; i < kAcc; ++i) s += d[i][0] + d[i][1] + d[i][2] + d[i][3];
   if (s == 12345.0) out[0] = s;
 }
 
@@ -85,6 +121,12 @@ int main() {
            mmas * 2 * 16 * 8 * 8 / ms / 1e9, mmas * 2 * 16 * 8 * 8 / ms / 1e9 / 3);
     ms = time_ms([&] { f64_peak<<<sms, 32 * warps>>>(dd); });
     printf("f64 m8n8k4:   %2d warps/SM %7.1f TFLOP/s\n", warps, mmas * 2 * 8 * 8 * 4 / ms / 1e9);
+    ms = time_ms([&] { f64_peak_m16<4><<<sms, 32 * warps>>>(dd); });
+    printf("f64 m16n8k4:  %2d warps/SM %7.1f TFLOP/s\n", warps, mmas * 2 * 16 * 8 * 4 / ms / 1e9);
+    ms = time_ms([&] { f64_peak_m16<8><<<sms, 32 * warps>>>(dd); });
+    printf("f64 m16n8k8:  %2d warps/SM %7.1f TFLOP/s\n", warps, mmas * 2 * 16 * 8 * 8 / ms / 1e9);
+    ms = time_ms([&] { f64_peak_m16<16><<<sms, 32 * warps>>>(dd); });
+    printf("f64 m16n8k16: %2d warps/SM %7.1f TFLOP/s\n", warps, mmas * 2 * 16 * 8 * 16 / ms / 1e9);
   }
   const long long rows = 8388608, bytes = rows * 128 * 4;  // 4.3 GB
   float* c;
