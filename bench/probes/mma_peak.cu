@@ -7,8 +7,8 @@
 // bandwidth of two store patterns over 4 GB: each lane an 8-byte pair of 8 rows per warp store
 // (the tf32x3 kernels' direct epilogue) against 16-byte chunks of one row (a staged epilogue).
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o mma_peak bench/probes/mma_peak.cu && ./mma_peak
-#include <cstdio>
 #include <cuda_runtime.h>
+#include <cstdio>
 
 constexpr int kIters = 4096, kAcc = 8;
 
