@@ -77,6 +77,63 @@ __global__ void f64_peak_m16(double* out) {
   if (s == 12345.0) out[0] = s;
 }
 
+// One m16n8kK float64 MMA on a known A (16 x K) and B (K x 8) with the fragment layout the
+// PTX ISA gives for the m16n8k8 TF32 shape, extended along K (g = lane / 4, q = lane % 4):
+// a[i] = A(g + 8 (i % 2), q + 4 (i / 2)), b[i] = B(q + 4 i, g), c = C(g, 2q), C(g, 2q + 1),
+// C(g + 8, 2q), C(g + 8, 2q + 1). main() compares C with the host product: the layout a float64
+// GEMM on these shapes would read its fragments in.
+template <int K>
+__global__ void f64_layout(const double* A, const double* B, double* C) {
+  const int lane = threadIdx.x, g = lane / 4, q = lane % 4;
+  double a[K / 2], b[K / 4], d[4] = {};
+  for (int i = 0; i < K / 2; ++i) a[i] = A[(g + 8 * (i % 2)) * K + q + 4 * (i / 2)];
+  for (int i = 0; i < K / 4; ++i) b[i] = B[(q + 4 * i) * 8 + g];
+  if constexpr (K == 4)
+    asm volatile(
+        "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+        "{%0,%1,%2,%3};\n"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a[0]), "d"(a[1]), "d"(b[0]));
+  else if constexpr (K == 8)
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, "
+        "{%4,%5,%6,%7,%8,%9,%10,%11}, {%12,%13,%14,%15}, {%0,%1,%2,%3};\n"
+        : "+d"(d[0]), "+d"(d[1]), "+d"(d[2]), "+d"(d[3])
+        : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(a[4]), "d"(a[5]), "d"(a[6]), "d"(a[7]),
+          "d"(b[0]), "d"(b[1]), "d"(b[2]), "d"(b[3]));
+  C[g * 8 + 2 * q] = d[0];
+  C[g * 8 + 2 * q + 1] = d[1];
+  C[(g + 8) * 8 + 2 * q] = d[2];
+  C[(g + 8) * 8 + 2 * q + 1] = d[3];
+}
+
+template <int K>
+void check_layout() {
+  double hA[16 * K], hB[K * 8], hC[128], want[128] = {};
+  for (int i = 0; i < 16 * K; ++i) hA[i] = 1 + i % 7 + 0.125 * (i % 5);  // small integers
+  for (int i = 0; i < K * 8; ++i) hB[i] = 2 - i % 3 + 0.25 * (i % 4);    // and quarters: exact
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 8; ++c)
+      for (int k = 0; k < K; ++k) want[r * 8 + c] += hA[r * K + k] * hB[k * 8 + c];
+  double *A, *B, *C;
+  cudaMalloc(&A, sizeof hA), cudaMalloc(&B, sizeof hB), cudaMalloc(&C, sizeof hC);
+  cudaMemcpy(A, hA, sizeof hA, cudaMemcpyHostToDevice);
+  cudaMemcpy(B, hB, sizeof hB, cudaMemcpyHostToDevice);
+  f64_layout<K><<<1, 32>>>(A, B, C);
+  cudaMemcpy(hC, C, sizeof hC, cudaMemcpyDeviceToHost);
+  int bad = 0;
+  for (int i = 0; i < 128; ++i) bad += hC[i] != want[i];
+  printf("f64 m16n8k%d fragment layout: %s (%d of 128 values differ)\n", K,
+         bad ? "WRONG" : "as assumed", bad);
+  cudaFree(A), cudaFree(B), cudaFree(C);
+}
+
 // 8-byte pairs: lane (g = lane / 4, q = lane % 4) writes row g, columns 2q, 2q + 1 of an 8-row
 // slab of a 128-wide row-major tile (the direct epilogue's pattern); 16-byte chunks: a warp writes
 // 512 contiguous bytes of one row.
@@ -131,6 +188,9 @@ int main() {
     ms = time_ms([&] { f64_peak_m16<16><<<sms, 32 * warps>>>(dd); });
     printf("f64 m16n8k16: %2d warps/SM %7.1f TFLOP/s\n", warps, mmas * 2 * 16 * 8 * 16 / ms / 1e9);
   }
+  check_layout<4>();
+  check_layout<8>();
+  check_layout<16>();
   const long long rows = 8388608, bytes = rows * 128 * 4;  // 4.3 GB
   float* c;
   if (cudaMalloc(&c, bytes) != cudaSuccess) return 1;
