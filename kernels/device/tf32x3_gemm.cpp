@@ -94,9 +94,10 @@ bool tf32x3_route(DType t, const GemmArgs& g) {
 }
 
 bool tf32x3_beside_cublas(const GemmArgs& g) {
-  const bool b_transposed = g.b_col != 1 && g.ldb == 1 && g.n > 1;
-  return g.n >= kTf32x3MinColumnsBesideCublas ||
-         (b_transposed && g.k >= kTf32x3MinDepthBesideCublas);
+  if (g.n >= kTf32x3MinColumnsBesideCublas) return true;
+  // B's layout as the plan reads it (one rule for both).
+  const std::optional<Tf32x3Plan> p = plan_tf32x3_gemm(DType::kFloat32, g);
+  return p && p->kernel->b_transposed && g.k >= kTf32x3MinDepthBesideCublas;
 }
 
 bool tf32x3_disabled_by_env() {

@@ -15,14 +15,13 @@
 //     edge) is one GEMM on the chain's output. backward() makes the chain's forward again from
 //     the input rows of the last forward(), so nothing but the last hidden rows (and their
 //     gradient) is kept per row: those input rows must be unchanged until then;
-//   - layer by layer: one GEMM and one activation kernel per layer, every pre-activation kept
-//     from forward() for backward(). The route of the other MLPs (LayerNorm, other widths,
-//     GPUs before sm_80) and of every MLP with CLEBSCH_MLP_LAYERWISE=1 (A/B runs). The fused
-//     route is taken wherever it can run: on
-//     an H100 (run 29) the float32 MACE-MP-0 step at 10k atoms was 1.4 ms faster with the chains
-//     (1.9 ms forward and backward per radial MLP of 795k edges) than layer by layer; in float64
-//     the chains' 4.8 ms matched run 28's layer by layer (4.7); and a chain keeps 128 values
-//     per edge instead of 320.
+//   - layer by layer: one GEMM and one activation kernel per layer, every pre-activation kept from
+//     forward() for backward(). The route of the other MLPs (LayerNorm, other widths, GPUs before
+//     sm_80) and of every MLP with CLEBSCH_MLP_LAYERWISE=1 (A/B runs). The fused route is taken
+//     wherever it can run: on an H100 (run 29) the float32 MACE-MP-0 step at 10k atoms was 1.4 ms
+//     faster with the chains (1.9 ms forward and backward per radial MLP of 795k edges) than layer
+//     by layer; in float64 the chains' 4.8 ms matched run 28's layer by layer (4.7); and a chain
+//     keeps 128 values per edge instead of 320.
 // One DeviceMlp per use (MACE's radial MLP of each layer), so that its scratch is not shared.
 #pragma once
 
