@@ -22,9 +22,14 @@ _pip() { ${PYTHON:-python3} -m pip install -q --no-index --no-deps --no-compile 
            --upgrade --disable-pip-version-check --target "$@"; }
 export PEERS_PYTHONPATH="" CUEQ_PYTHONPATH="" MACE_PYTHONPATH="" OEQ_VERSION=""
 export SYMMETRIX_PYTHONPATH="" SYMMETRIX_LD_LIBRARY_PATH=""
+# A package set whose wheels did not travel this time but which an earlier call installed on
+# this (still warm) host is used as it is: peers whose wheels do not fit one carry together
+# (cuEquivariance's and Symmetrix-XL's) then run side by side in a second call.
 if compgen -G "$_whl/peers/*.whl" >/dev/null; then
   _pip "$_site/site-peers" "$_whl"/peers/*.whl && PEERS_PYTHONPATH=$_site/site-peers
   CUEQ_PYTHONPATH=$PEERS_PYTHONPATH
+elif [[ -d $_site/site-peers/cuequivariance_torch ]]; then
+  PEERS_PYTHONPATH=$_site/site-peers CUEQ_PYTHONPATH=$_site/site-peers
 fi
 _oeq=$(compgen -G "$_whl/peers/openequivariance-*.tar.gz" | head -1)
 if [[ -n $_oeq ]]; then
@@ -37,6 +42,8 @@ if [[ -n $_oeq ]]; then
 fi
 if compgen -G "$_whl/mace/*.whl" >/dev/null; then
   _pip "$_site/site-mace" "$_whl"/mace/*.whl && MACE_PYTHONPATH=$_site/site-mace
+elif [[ -d $_site/site-mace/mace ]]; then
+  MACE_PYTHONPATH=$_site/site-mace
 fi
 if compgen -G "$_whl/symmetrix/*.whl" >/dev/null; then
   _pip "$_site/site-symmetrix" "$_whl"/symmetrix/*.whl && SYMMETRIX_PYTHONPATH=$_site/site-symmetrix
