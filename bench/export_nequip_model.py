@@ -59,12 +59,8 @@ def build_model(seed: int = 0, mantissa_bits: int = 0):
                 # (xz) to a fraction of its 60 MB, small enough to carry to a GPU host that
                 # lacks nequip. Timings and memory do not depend on the weights' values, and
                 # the host engine, the force reference, reads the same file.
-                m, e = torch.frexp(p)
-                p.copy_(
-                    torch.ldexp(
-                        torch.round(torch.ldexp(m, torch.tensor(mantissa_bits))), e - mantissa_bits
-                    )
-                )
+                m, e = torch.frexp(p)  # p = m 2^e, 1/2 <= |m| < 1
+                p.copy_(torch.ldexp(torch.round(m * 2.0**mantissa_bits), e - mantissa_bits))
     return model.eval()
 
 
