@@ -21,7 +21,9 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -308,6 +310,53 @@ TEST(MaceCudaEngine, TheFusedRadialFormMatchesTheHostEngine) {
         dev->compute(graph_of(s), r, nullptr);
         expect_within_float32_band(r, ref, s.n());
       }
+    }
+}
+
+// The first layer in the species-factored form (CudaEngineOptions::species_factored, the
+// default: species_conv.h) against the host engine in float64 and with the form off, on every
+// fixture model (its radial MLP ends in a linear layer: the form must engage, which the kernel
+// records show): both modes, one batch and batches of a third of the edges with the rows kept
+// and made again per batch (kept_rows kBatch), float32 within model-spec §5's band.
+TEST(MaceCudaEngine, TheSpeciesFactoredFirstLayerMatchesTheHostEngine) {
+  for (const std::string& be : backends())
+    for (const Case& c : mace_cases()) {
+      MaceEngine host(c.model, Precision::kFloat64);
+      const System s = periodic_cell(c.model.num_species(), 11, c.model.r_max);
+      EngineResult ref;
+      host.compute(graph_of(s), ref, nullptr);
+      ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);
+      const std::size_t third = s.center.size() / 3 + 1;
+      for (auto [det, batch, rows] : {std::tuple{true, std::size_t(0), KeptRows::kAuto},
+                                      std::tuple{false, std::size_t(0), KeptRows::kAuto},
+                                      std::tuple{true, third, KeptRows::kAuto},
+                                      std::tuple{true, third, KeptRows::kBatch}})
+        for (bool on : {true, false}) {
+          SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " batch " +
+                       std::to_string(batch) + (rows == KeptRows::kBatch ? " batch rows" : "") +
+                       (on ? " species-factored" : " as the other layers"));
+          CudaEngineOptions o;
+          o.deterministic = det, o.edge_batch = batch, o.kept_rows = rows;
+          o.species_factored = on;
+          // A backend of its own, so that its kernel records are this engine's.
+          o.backend = be == "emulated" ? std::shared_ptr<DeviceBackend>(make_emulated_backend())
+                                       : std::shared_ptr<DeviceBackend>(make_cuda_backend(0));
+          auto dev = make_cuda_engine(c.model, Precision::kFloat64, o);
+          o.backend->set_kernel_timing(true);
+          EngineResult r;
+          dev->compute(graph_of(s), r, nullptr);
+          int launches = 0;
+          for (const KernelTiming& k : o.backend->take_kernel_timings())
+            launches += k.name.rfind("clebsch_species_conv_", 0) == 0;
+          o.backend->set_kernel_timing(false);
+          EXPECT_EQ(launches > 0, on) << launches << " species-factored launches";
+          expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+        }
+      SCOPED_TRACE(be + " " + c.name + " float32");
+      auto dev = engine_for(c.model, Precision::kFloat32, be);
+      EngineResult r;
+      dev->compute(graph_of(s), r, nullptr);
+      expect_within_float32_band(r, ref, s.n());
     }
 }
 

@@ -4,8 +4,11 @@
 // and followed by one launch trampoline per kernel, is compiled by the host compiler into a
 // shared object (kept in a cache directory under a hash of everything that went into it, so a
 // test process compiles each module once per source) and loaded with dlopen. Memory is host
-// memory (malloc); copies are memcpy; launches run to completion before returning. Kernel timing
-// is wall-clock time around each call, which is its whole run here.
+// memory (malloc), filled with 0xff bytes when allocated (a NaN in float and double, -1 in the
+// integer types), so that a kernel or an engine that reads what nothing wrote gives NaNs in the
+// tests instead of the zeros a fresh page happens to hold (device memory is not cleared either);
+// copies are memcpy; launches run to completion before returning. Kernel timing is wall-clock
+// time around each call, which is its whole run here.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -132,6 +135,7 @@ class EmulatedBackend final : public DeviceBackend {
     if (bytes == 0) return nullptr;
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw CudaError("emulated allocation of " + std::to_string(bytes) + " bytes failed");
+    std::memset(p, 0xff, bytes);
     sizes_.track(p, bytes);
     return p;
   }

@@ -67,6 +67,13 @@ struct CudaEngineOptions {
   /// whose weights the cutoff scales after the MLP (apply_cutoff off) or whose product needs the
   /// looped CG form use the stored weights either way.
   bool fused_spline = true;
+  /// MACE: the first layer's convolution in the species-factored form (species_conv.h), where
+  /// its radial MLP ends in a plain linear layer: the senders' features are a per-species table
+  /// there, so the edges' hidden rows are summed per receiver and species against the harmonics
+  /// and contracted with the MLP's last layer once per receiver, and no per-edge weight exists.
+  /// Exact to rounding; false (or CLEBSCH_SPECIES_CONV=0): the first layer as the others (A/B
+  /// benchmarks, tests).
+  bool species_factored = true;
   /// With fused_radial: a layer that cannot run fused is an error (CapacityError naming it)
   /// instead of running unfused (tests that must exercise the fused form).
   bool require_fused_radial = false;

@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -110,6 +111,10 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
 
   const Accumulation acc =
       options.deterministic ? Accumulation::kDeterministic : Accumulation::kAtomic;
+  // CLEBSCH_SPECIES_CONV=0 turns the species-factored first layer off (A/B benchmarks).
+  const char* species_env = std::getenv("CLEBSCH_SPECIES_CONV");
+  const bool species_factored =
+      options.species_factored && !(species_env && std::string(species_env) == "0");
   std::size_t batch_weights_per_edge = 0;
   for (int t = 0; t < T_; ++t) {
     const model::MaceInteraction& in = m.interactions[t];
@@ -166,9 +171,21 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       L.radial_spline.upload(*in.radial_spline);
       if (L.density) L.density_spline.upload(*in.density_spline);
     }
+    // The first layer's senders carry per-species rows (hu0_table_): its convolution in the
+    // species-factored form where the radial MLP ends in a plain linear layer (species_conv.h:
+    // no per-edge weights, a fraction of the work); else as the other layers.
+    if (t == 0 && species_factored && !L.spline && fused_radial_refusal(L.radial_mlp).empty()) {
+      try {
+        L.species_conv = std::make_unique<SpeciesConv>(b, in.conv_tp.descriptor, dt_,
+                                                       L.radial_mlp.dim_hidden());
+        L.fused = true;
+      } catch (const CapacityError&) {
+        // A product outside the form's shapes: the convolution below.
+      }
+    }
     // The fused radial form where the options ask for it and the MLP and the product's schedule
     // allow it (radial_conv.h); else the MLP (or the spline) makes the weights.
-    if (L.spline && options.fused_spline && apply_cutoff_) {
+    if (!L.species_conv && L.spline && options.fused_spline && apply_cutoff_) {
       try {
         const model::RadialSpline& rs = *in.radial_spline;
         L.conv = std::make_unique<ConvRunner>(
@@ -179,7 +196,7 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
         // The looped CG form has no fused form: the table writes the weights.
       }
     }
-    if (!L.conv)
+    if (!L.conv && !L.species_conv)
       L.conv = make_radial_conv(b, in.conv_tp.descriptor, dt_, acc, L.radial_mlp,
                                 options.fused_radial && !L.spline, options.require_fused_radial,
                                 w + ".radial_mlp", L.fused);

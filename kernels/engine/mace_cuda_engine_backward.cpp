@@ -165,7 +165,10 @@ void MaceCuda<T, G>::layer_backward(int t, Stream s) {
     G* gy = keep_rows_ ? gY_.data() + e0 * nsh_ : gY_.data();
     if (!keep_rows_) b.memset(gy, 0, std::size_t(n) * nsh_ * sizeof(G), s);
     if (direct_gy) cb.grad_y = gy;
-    Lp.conv->run(s, Pass::kBackward, cb);
+    if (Lp.species_conv)
+      Lp.species_conv->run(s, Pass::kBackward, cb, hu0_table_.data(), d_species_, S_);
+    else
+      Lp.conv->run(s, Pass::kBackward, cb);
     if (!direct_gy) {
       AxpbyArgs a{};
       a.x = gyT_.data(), a.y = gy, a.rows = n, a.cols = Lp.dim_y;

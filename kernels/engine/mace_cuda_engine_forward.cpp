@@ -116,7 +116,10 @@ void MaceCuda<T, G>::messages_forward(int t, std::size_t bt, const T* w, Stream 
   if (!keep_rows_) batch_harmonics(t, bt, s);
   ConvBuffers cb = conv_buffers(Lp, bt, w);
   cb.out = Mraw_.data();
-  Lp.conv->run(s, Pass::kForward, cb);
+  if (Lp.species_conv)
+    Lp.species_conv->run(s, Pass::kForward, cb, hu0_table_.data(), d_species_, S_);
+  else
+    Lp.conv->run(s, Pass::kForward, cb);
   const NodeBatch nb = node_batch(bt);
   const int dl = Lp.dim_linear();
   Lp.linear.forward(*gk_, nb.n, Mraw_.data(), Lp.dim_mid, Lp.Ml.data() + nb.k0 * dl, dl, false,

@@ -564,8 +564,9 @@ void NequipCuda<T, G>::backward_layer(int k, GhostExchange* exchange, Stream s) 
       size_at_least_one(gsh_, n * nsh_);
       gsh_.zero(s);
     }
+    // Not cleared: the pass stores every edge's dE/dW (dE/dh) once (tp_launcher clears it when
+    // no group has weights), which the emulated backend's NaN-filled allocations check.
     size_at_least_one(gw_, n * Lk.conv_width);
-    gw_.zero(s);
     ConvBuffers c = conv_buffers(Lk, bt, w);
     Lk.linear_2.backward(*gk_, static_cast<long long>(batch_centres(bt)),
                          gy_.data() + r0 * Lk.dim_y, Lk.dim_y, gm_.data(), Lk.dim_mid, false,
