@@ -60,7 +60,7 @@ Layout layout_of(const TpProblem& p, int hidden, int elem, const std::string& wh
     throw CapacityError(what + ": " + std::to_string(hidden) + " hidden x " +
                         std::to_string(p.dim_in2()) + " attribute values per receiver exceed " +
                         std::to_string(kMaxZPer) + " per thread");
-  const std::size_t reals = std::size_t(hidden) * p.dim_in2() +
+  const std::size_t reals = 2 * std::size_t(hidden) * p.dim_in2() +
                             std::size_t(kTileEdges) * (hidden + p.dim_in2()) +
                             std::size_t(L.mul) * L.q;
   L.shared_bytes = reals * elem + (kTileEdges + L.threads) * sizeof(int);
