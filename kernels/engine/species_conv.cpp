@@ -18,19 +18,27 @@ namespace clebsch::cuda {
 namespace {
 
 constexpr int kTileEdges = 32;
-// Per-thread register arrays of the kernels: the output values of one channel, the Z values.
-constexpr int kMaxAccLen = 64, kMaxZPer = 16;
+// W4 values a thread loads before it uses them (their latencies overlap).
+constexpr int kWChunk = 16;
+// Per-thread register arrays of the kernels, over the block's receivers: the output values of
+// one channel, the Z values.
+constexpr int kMaxAccValues = 64, kMaxZValues = 32;
+
+// Receivers a block takes at most: each W4 value it loads serves them all (float64's
+// accumulators take twice the registers).
+int receivers_per_block(DType dtype) { return dtype == DType::kFloat64 ? 2 : 4; }
 
 // What the kernels and the launches need to know about the product.
 struct Layout {
-  int mul = 0, acc_len = 0, q = 0, threads = 0, z_per = 0;
-  std::vector<int> acc_offset;   // per output block: its values' first index in acc
-  std::vector<int> q_offset;     // per path: its dG values' first index
-  std::size_t shared_bytes = 0;  // per block
+  int mul = 0, acc_len = 0, q = 0, threads = 0, z_per = 0, recv = 0;
+  std::vector<int> acc_offset;  // per output block: its values' first index in acc
+  std::vector<int> q_offset;    // per path: its dG values' first index
+  std::size_t forward_bytes = 0, backward_bytes = 0;  // shared memory per block
 };
 
-Layout layout_of(const TpProblem& p, int hidden, int elem, const std::string& what) {
+Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string& what) {
   Layout L;
+  L.recv = receivers_per_block(dtype);
   for (const TpBlock& b : p.out()) {
     L.acc_offset.push_back(L.acc_len);
     L.acc_len += b.dim();
@@ -47,23 +55,30 @@ Layout layout_of(const TpProblem& p, int hidden, int elem, const std::string& wh
     L.q_offset.push_back(L.q);
     L.q += p.in2()[std::size_t(path.in2)].dim();
   }
-  if (L.acc_len > kMaxAccLen)
+  if (L.acc_len > kMaxAccValues)
     throw CapacityError(what + ": " + std::to_string(L.acc_len) +
                         " output values per channel, above the species-factored form's " +
-                        std::to_string(kMaxAccLen));
-  L.threads = 32;
-  while (L.threads < L.mul) L.threads *= 2;
+                        std::to_string(kMaxAccValues));
+  // At least 128 threads: they share the Z values a block keeps in registers.
+  L.threads = 128;
+  while (L.threads < std::max(L.mul, hidden)) L.threads *= 2;
   if (L.threads > 1024)
-    throw CapacityError(what + ": multiplicity " + std::to_string(L.mul) + " above 1024");
+    throw CapacityError(what + ": multiplicity or hidden width above 1024");
   L.z_per = (hidden * p.dim_in2() + L.threads - 1) / L.threads;
-  if (L.z_per > kMaxZPer)
+  if (L.z_per > kMaxZValues)
     throw CapacityError(what + ": " + std::to_string(hidden) + " hidden x " +
                         std::to_string(p.dim_in2()) + " attribute values per receiver exceed " +
-                        std::to_string(kMaxZPer) + " per thread");
-  const std::size_t reals = 2 * std::size_t(hidden) * p.dim_in2() +
-                            std::size_t(kTileEdges) * (hidden + p.dim_in2()) +
-                            std::size_t(L.mul) * L.q;
-  L.shared_bytes = reals * elem + (kTileEdges + L.threads) * sizeof(int);
+                        std::to_string(kMaxZValues) + " per thread");
+  // Fewer receivers a block where one channel's outputs or a thread's Z values are many.
+  while (L.recv > 1 && (L.acc_len * L.recv > kMaxAccValues || L.z_per * L.recv > kMaxZValues))
+    L.recv /= 2;
+  const std::size_t elem = std::size_t(size_of(dtype));
+  const std::size_t z = std::size_t(L.recv) * hidden * p.dim_in2();
+  const std::size_t rows = std::size_t(kTileEdges) * (hidden + p.dim_in2());
+  const std::size_t dg = std::size_t(L.recv) * L.mul * L.q;
+  const std::size_t ints = (2 * kTileEdges + L.recv + 1 + L.threads) * sizeof(int);
+  L.forward_bytes = (z + rows) * elem + ints;
+  L.backward_bytes = (2 * z + std::max(rows, dg)) * elem + ints;
   return L;
 }
 
@@ -71,24 +86,33 @@ Layout layout_of(const TpProblem& p, int hidden, int elem, const std::string& wh
 std::string path_functions(const TpProblem& p, const Layout& L) {
   std::ostringstream o;
   auto lit = [](double c) { return "real(" + double_literal(c) + ")"; };
+  // W4[k][w + u] for u0 <= u < u0 + kWChunk (or k0 <= k < k0 + kWChunk) into w[]: kWChunk loads
+  // in flight before the multiply-adds that use them.
   o << "__device__ void sc_forward_paths(int u, const real* x, const real* zs, const real* w4,\n"
-       "                                 real (&acc)[kAccLen]) {\n";
+       "                                 real (&acc)[kRecv][kAccLen]) {\n";
   for (const TpPath& path : p.paths()) {
     const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)];
     const int a0 = L.acc_offset[std::size_t(path.out)];
     o << "  // " << path.description << "\n  if (u < " << b1.mul << ") {\n"
-      << "    real g[" << b2.dim() << "];\n#pragma unroll\n    for (int j = 0; j < " << b2.dim()
-      << "; ++j) g[j] = real(0);\n"
-      << "    const real* wc = w4 + " << path.weight_offset << " + u;\n#pragma unroll 4\n"
-      << "    for (int k = 0; k < kHidden; ++k) {\n"
-      << "      const real w = sc_ldg(wc + (long long)k * kNumWeights);\n"
-      << "      const real* z = zs + k * kDim2 + " << b2.offset << ";\n#pragma unroll\n"
-      << "      for (int j = 0; j < " << b2.dim() << "; ++j) g[j] = sc_madd(w, z[j], g[j]);\n"
-      << "    }\n    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n";
+      << "    real g[kRecv][" << b2.dim() << "];\n#pragma unroll\n"
+      << "    for (int r = 0; r < kRecv; ++r)\n#pragma unroll\n      for (int j = 0; j < "
+      << b2.dim() << "; ++j) g[r][j] = real(0);\n"
+      << "    const real* wc = w4 + " << path.weight_offset << " + u;\n"
+      << "    for (int k0 = 0; k0 < kHidden; k0 += kWChunk) {\n      real w[kWChunk];\n#pragma unroll\n"
+      << "      for (int c = 0; c < kWChunk; ++c)\n"
+      << "        w[c] = k0 + c < kHidden ? sc_ldg(wc + (long long)(k0 + c) * kNumWeights) : real(0);\n"
+      << "#pragma unroll\n      for (int c = 0; c < kWChunk; ++c) {\n"
+      << "        if (k0 + c >= kHidden) break;\n#pragma unroll\n"
+      << "        for (int r = 0; r < kRecv; ++r) {\n"
+      << "          const real* z = zs + (r * kHidden + k0 + c) * kDim2 + " << b2.offset << ";\n"
+      << "#pragma unroll\n          for (int j = 0; j < " << b2.dim()
+      << "; ++j) g[r][j] = sc_madd(w[c], z[j], g[r][j]);\n        }\n      }\n    }\n"
+      << "    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n"
+      << "#pragma unroll\n    for (int r = 0; r < kRecv; ++r) {\n";
     for (const CgEntry& c : path.cg)
-      o << "    acc[" << a0 + c.k << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
-        << "), g[" << c.j << "], acc[" << a0 + c.k << "]);\n";
-    o << "  }\n";
+      o << "      acc[r][" << a0 + c.k << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
+        << "), g[r][" << c.j << "], acc[r][" << a0 + c.k << "]);\n";
+    o << "    }\n  }\n";
   }
   o << "}\n\n__device__ void sc_store_out(real* out, int u, const real (&acc)[kAccLen]) {\n";
   for (std::size_t b = 0; b < p.out().size(); ++b) {
@@ -115,19 +139,38 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
     o << "#pragma unroll\n    for (int j = 0; j < " << b2.dim() << "; ++j) dgs[u * kQ + "
       << L.q_offset[n] << " + j] = d[j];\n  }\n";
   }
-  o << "}\n\n__device__ real sc_backward_dz(int k, int j, const real* w4, const real* dgs) {\n"
-       "  real acc = real(0);\n";
-  for (std::size_t n = 0; n < p.paths().size(); ++n) {
-    const TpPath& path = p.paths()[n];
-    const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)];
-    o << "  if (j >= " << b2.offset << " && j < " << b2.offset + b2.dim() << ") {  // "
-      << path.description << "\n"
-      << "    const real* wr = w4 + (long long)k * kNumWeights + " << path.weight_offset << ";\n"
-      << "    const real* d = dgs + " << L.q_offset[n] << " + (j - " << b2.offset << ");\n"
-      << "    for (int u = 0; u < " << b1.mul << "; ++u) acc = sc_madd(sc_ldg(wr + u), d[u * kQ], "
-      << "acc);\n  }\n";
+  // dZ of row k, edge-attribute block b2, for every receiver of the block: the paths reading b2.
+  o << "}\n\n__device__ void sc_backward_dz(int k, int b2, const real* w4, const real* dgs, "
+       "real* zs,\n                               real* zt) {\n  switch (b2) {\n";
+  for (std::size_t b = 0; b < p.in2().size(); ++b) {
+    const TpBlock& blk = p.in2()[b];
+    o << "    case " << b << ": {\n      real d[kRecv][" << blk.dim() << "];\n#pragma unroll\n"
+      << "      for (int r = 0; r < kRecv; ++r)\n#pragma unroll\n        for (int j = 0; j < "
+      << blk.dim() << "; ++j) d[r][j] = real(0);\n";
+    for (std::size_t n = 0; n < p.paths().size(); ++n) {
+      const TpPath& path = p.paths()[n];
+      if (path.in2 != int(b)) continue;
+      const int mul = p.in1()[std::size_t(path.in1)].mul;
+      o << "      {  // " << path.description << "\n"
+        << "        const real* wr = w4 + (long long)k * kNumWeights + " << path.weight_offset
+        << ";\n        for (int u0 = 0; u0 < " << mul << "; u0 += kWChunk) {\n"
+        << "          real w[kWChunk];\n#pragma unroll\n"
+        << "          for (int c = 0; c < kWChunk; ++c) w[c] = u0 + c < " << mul
+        << " ? sc_ldg(wr + u0 + c) : real(0);\n#pragma unroll\n"
+        << "          for (int c = 0; c < kWChunk; ++c) {\n            if (u0 + c >= " << mul
+        << ") break;\n#pragma unroll\n            for (int r = 0; r < kRecv; ++r) {\n"
+        << "              const real* dg = dgs + (r * kMaxMul + u0 + c) * kQ + " << L.q_offset[n]
+        << ";\n#pragma unroll\n              for (int j = 0; j < " << blk.dim()
+        << "; ++j) d[r][j] = sc_madd(w[c], dg[j], d[r][j]);\n            }\n          }\n"
+        << "        }\n      }\n";
+    }
+    o << "#pragma unroll\n      for (int r = 0; r < kRecv; ++r)\n#pragma unroll\n"
+      << "        for (int j = 0; j < " << blk.dim() << "; ++j) {\n"
+      << "          zs[(r * kHidden + k) * kDim2 + " << blk.offset << " + j] = d[r][j];\n"
+      << "          zt[(r * kDim2 + " << blk.offset << " + j) * kHidden + k] = d[r][j];\n"
+      << "        }\n      break;\n    }\n";
   }
-  o << "  return acc;\n}\n";
+  o << "  }\n}\n";
   return o.str();
 }
 
@@ -140,8 +183,9 @@ std::string module_source(const TpProblem& p, const Layout& L, int hidden) {
     << ", kDim2 = " << p.dim_in2() << ", kDimOut = " << p.dim_out()
     << ", kNumWeights = " << p.weight_numel() << ";\n"
     << "constexpr int kThreads = " << L.threads << ", kMaxMul = " << L.mul
-    << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len << ", kQ = " << L.q
-    << ", kZPer = " << L.z_per << ";\n"
+    << ", kRecv = " << L.recv << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len
+    << ", kQ = " << L.q << ", kZPer = " << L.z_per << ", kNumIn2 = " << p.in2().size()
+    << ", kWChunk = " << kWChunk << ";\n"
     << templates::k_species_conv << "\n"
     << path_functions(p, L);
   return o.str();
@@ -155,20 +199,21 @@ SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType 
   if (hidden < 1) throw CapacityError(what + ": no hidden rows");
   const TpProblem p = TpProblem::from_tensor_product(tp, dtype, Accumulation::kDeterministic);
   if (p.paths().empty()) throw CapacityError(what + ": no path");
-  const Layout L = layout_of(p, hidden, size_of(dtype), what);
-  if (L.shared_bytes > std::size_t(backend.limits().max_shared_per_block))
-    throw CapacityError(what + ": " + std::to_string(L.shared_bytes) +
+  const Layout L = layout_of(p, hidden, dtype, what);
+  const std::size_t most = std::max(L.forward_bytes, L.backward_bytes);
+  if (most > std::size_t(backend.limits().max_shared_per_block))
+    throw CapacityError(what + ": " + std::to_string(most) +
                         " bytes of shared memory per block, above the device's " +
                         std::to_string(backend.limits().max_shared_per_block));
-  threads_ = unsigned(L.threads);
-  shared_bytes_ = unsigned(L.shared_bytes);
+  threads_ = unsigned(L.threads), recv_ = unsigned(L.recv);
+  forward_bytes_ = unsigned(L.forward_bytes), backward_bytes_ = unsigned(L.backward_bytes);
   hidden_ = hidden, dim_in2_ = p.dim_in2(), dim_out_ = p.dim_out(), value_bytes_ = size_of(dtype);
   source_ = module_source(p, L, hidden);
-  const unsigned opt_in = shared_bytes_ > 48 * 1024 ? shared_bytes_ : 0;
+  auto opt_in = [](unsigned bytes) { return bytes > 48 * 1024 ? bytes : 0u; };
   module_ = backend_.load(
       {"clebsch_species_conv_" + p.hash_hex() + "_h" + std::to_string(hidden) + ".cu", source_,
-       {{"clebsch_species_conv_forward", "SpeciesConvArgs", true, opt_in},
-        {"clebsch_species_conv_backward", "SpeciesConvArgs", true, opt_in}}});
+       {{"clebsch_species_conv_forward", "SpeciesConvArgs", true, opt_in(forward_bytes_)},
+        {"clebsch_species_conv_backward", "SpeciesConvArgs", true, opt_in(backward_bytes_)}}});
   status_ = static_cast<unsigned*>(backend_.allocate(sizeof(unsigned)));
   backend_.memset(status_, 0, sizeof(unsigned), nullptr);
 }
@@ -193,9 +238,9 @@ void SpeciesConv::run(Stream stream, Pass pass, const ConvBuffers& b, const void
   a.num_edges = b.num_edges, a.num_senders = b.num_senders, a.num_receivers = b.num_receivers;
   a.num_species = num_species, a.accumulate_grad_y = b.accumulate_grad_y ? 1 : 0;
   LaunchDims d;
-  d.grid_x = unsigned(b.num_receivers);
+  d.grid_x = unsigned((b.num_receivers + recv_ - 1) / recv_);
   d.threads = threads_;
-  d.shared_bytes = shared_bytes_;
+  d.shared_bytes = forward ? forward_bytes_ : backward_bytes_;
   if (backend_.kernel_timing()) {
     // Floor: the per-edge rows read (h, Y; the backward also writes dE/dh and dE/dY) and the
     // receivers' rows written (forward) or read (backward) once.
