@@ -5,6 +5,7 @@
 #include "clebsch/cuda/engine/species_conv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -25,8 +26,14 @@ constexpr int kWChunk = 16;
 constexpr int kMaxAccValues = 64, kMaxZValues = 32;
 
 // Receivers a block takes at most: each W4 value it loads serves them all (float64's
-// accumulators take twice the registers).
-int receivers_per_block(DType dtype) { return dtype == DType::kFloat64 ? 2 : 4; }
+// accumulators take twice the registers). CLEBSCH_SPECIES_RECV=1, 2 or 4 sets it (A/B runs).
+int receivers_per_block(DType dtype) {
+  if (const char* env = std::getenv("CLEBSCH_SPECIES_RECV")) {
+    const int r = std::atoi(env);
+    if (r == 1 || r == 2 || r == 4) return r;
+  }
+  return dtype == DType::kFloat64 ? 2 : 4;
+}
 
 // What the kernels and the launches need to know about the product.
 struct Layout {
