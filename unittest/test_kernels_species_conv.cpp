@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <tuple>
@@ -152,13 +153,22 @@ TEST_P(SpeciesConvTest, MatchesTheHostConvolutionOfTheTableAndHW4) {
       {"SummedPaths", summed_tensor_product(Irreps("6x0o+6x0e+6x1o+6x1e+6x2e"),
                                             Irreps("0e+1o+2e"), Irreps("6x0e+6x1o+6x1e+6x2e")),
        8}};
-  for (const Case& c : cases)
-    for (auto [edges_n, sorted] : {std::tuple{150, true}, std::tuple{90, false}}) {
-      SCOPED_TRACE(c.name + ", " + std::to_string(edges_n) + " edges" +
-                   (sorted ? ", sorted" : ", CSR order"));
-      check_case<double>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 1e-12);
-      check_case<float>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 2e-5);
-    }
+  // Receivers a block, forward and backward: the defaults, and four and one (a last block of
+  // 3 of the 23 receivers; CLEBSCH_SPECIES_RECV is read when the module is built).
+  for (const char* recv : {"", "4,1"})
+    for (const Case& c : cases)
+      for (auto [edges_n, sorted] : {std::tuple{150, true}, std::tuple{90, false}}) {
+        SCOPED_TRACE(c.name + ", " + std::to_string(edges_n) + " edges" +
+                     (sorted ? ", sorted" : ", CSR order") + ", receivers a block " +
+                     (*recv ? recv : "default"));
+        if (*recv)
+          setenv("CLEBSCH_SPECIES_RECV", recv, 1);
+        else
+          unsetenv("CLEBSCH_SPECIES_RECV");
+        check_case<double>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 1e-12);
+        check_case<float>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 2e-5);
+      }
+  unsetenv("CLEBSCH_SPECIES_RECV");
 }
 
 TEST_P(SpeciesConvTest, RefusesProductsOutsideItsForm) {

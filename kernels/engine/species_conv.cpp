@@ -5,6 +5,7 @@
 #include "clebsch/cuda/engine/species_conv.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
@@ -25,19 +26,30 @@ constexpr int kWChunk = 16;
 // one channel, the Z values.
 constexpr int kMaxAccValues = 64, kMaxZValues = 32;
 
-// Receivers a block takes at most: each W4 value it loads serves them all (float64's
-// accumulators take twice the registers). CLEBSCH_SPECIES_RECV=1, 2 or 4 sets it (A/B runs).
-int receivers_per_block(DType dtype) {
+// Receivers a block takes at most, forward and backward (run 32 on an H200, MACE-MP-0-medium's
+// first layer: the backward 1.47 ms with two in float32, 1.89 with one, 1.75 with four; float64
+// 2.32 with two, 2.68 with one; the forward fastest with one, 0.88 against 1.19 with two in
+// float32, its occupancy bound by the accumulators' registers). CLEBSCH_SPECIES_RECV=F,B sets
+// them (1, 2 or 4; A/B runs).
+struct Receivers {
+  int forward = 1, backward = 2;
+};
+
+Receivers receivers_per_block() {
+  Receivers r;
   if (const char* env = std::getenv("CLEBSCH_SPECIES_RECV")) {
-    const int r = std::atoi(env);
-    if (r == 1 || r == 2 || r == 4) return r;
+    int f = 0, b = 0;
+    if (std::sscanf(env, "%d,%d", &f, &b) == 2 && (f == 1 || f == 2 || f == 4) &&
+        (b == 1 || b == 2 || b == 4))
+      r.forward = f, r.backward = b;
   }
-  return dtype == DType::kFloat64 ? 2 : 4;
+  return r;
 }
 
 // What the kernels and the launches need to know about the product.
 struct Layout {
-  int mul = 0, acc_len = 0, q = 0, threads = 0, z_per = 0, recv = 0;
+  int mul = 0, acc_len = 0, q = 0, threads = 0, z_per = 0;
+  Receivers recv;
   std::vector<int> acc_offset;  // per output block: its values' first index in acc
   std::vector<int> q_offset;    // per path: its dG values' first index
   std::size_t forward_bytes = 0, backward_bytes = 0;  // shared memory per block
@@ -45,7 +57,7 @@ struct Layout {
 
 Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string& what) {
   Layout L;
-  L.recv = receivers_per_block(dtype);
+  L.recv = receivers_per_block();
   for (const TpBlock& b : p.out()) {
     L.acc_offset.push_back(L.acc_len);
     L.acc_len += b.dim();
@@ -76,16 +88,19 @@ Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string&
     throw CapacityError(what + ": " + std::to_string(hidden) + " hidden x " +
                         std::to_string(p.dim_in2()) + " attribute values per receiver exceed " +
                         std::to_string(kMaxZValues) + " per thread");
-  // Fewer receivers a block where one channel's outputs or a thread's Z values are many.
-  while (L.recv > 1 && (L.acc_len * L.recv > kMaxAccValues || L.z_per * L.recv > kMaxZValues))
-    L.recv /= 2;
+  // Fewer receivers a block where one channel's outputs or a thread's Z values are many (the
+  // forward keeps both in registers per receiver, the backward neither).
+  while (L.recv.forward > 1 && (L.acc_len * L.recv.forward > kMaxAccValues ||
+                                L.z_per * L.recv.forward > kMaxZValues))
+    L.recv.forward /= 2;
   const std::size_t elem = std::size_t(size_of(dtype));
-  const std::size_t z = std::size_t(L.recv) * hidden * p.dim_in2();
+  const std::size_t z = std::size_t(hidden) * p.dim_in2();
   const std::size_t rows = std::size_t(kTileEdges) * (hidden + p.dim_in2());
-  const std::size_t dg = std::size_t(L.recv) * L.mul * L.q;
-  const std::size_t ints = (2 * kTileEdges + L.recv + 1 + L.threads) * sizeof(int);
-  L.forward_bytes = (z + rows) * elem + ints;
-  L.backward_bytes = (2 * z + std::max(rows, dg)) * elem + ints;
+  const std::size_t dg = std::size_t(L.recv.backward) * L.mul * L.q;
+  auto ints = [&](int recv) { return (2 * kTileEdges + recv + 1 + L.threads) * sizeof(int); };
+  L.forward_bytes = (L.recv.forward * z + rows) * elem + ints(L.recv.forward);
+  L.backward_bytes =
+      (2 * L.recv.backward * z + std::max(rows, dg)) * elem + ints(L.recv.backward);
   return L;
 }
 
@@ -96,13 +111,13 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
   // W4[k][w + u] for u0 <= u < u0 + kWChunk (or k0 <= k < k0 + kWChunk) into w[]: kWChunk loads
   // in flight before the multiply-adds that use them.
   o << "__device__ void sc_forward_paths(int u, const real* x, const real* zs, const real* w4,\n"
-       "                                 real (&acc)[kRecv][kAccLen]) {\n";
+       "                                 real (&acc)[kRecvF][kAccLen]) {\n";
   for (const TpPath& path : p.paths()) {
     const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)];
     const int a0 = L.acc_offset[std::size_t(path.out)];
     o << "  // " << path.description << "\n  if (u < " << b1.mul << ") {\n"
-      << "    real g[kRecv][" << b2.dim() << "];\n#pragma unroll\n"
-      << "    for (int r = 0; r < kRecv; ++r)\n#pragma unroll\n      for (int j = 0; j < "
+      << "    real g[kRecvF][" << b2.dim() << "];\n#pragma unroll\n"
+      << "    for (int r = 0; r < kRecvF; ++r)\n#pragma unroll\n      for (int j = 0; j < "
       << b2.dim() << "; ++j) g[r][j] = real(0);\n"
       << "    const real* wc = w4 + " << path.weight_offset << " + u;\n"
       << "    for (int k0 = 0; k0 < kHidden; k0 += kWChunk) {\n      real w[kWChunk];\n#pragma unroll\n"
@@ -110,12 +125,12 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
       << "        w[c] = k0 + c < kHidden ? sc_ldg(wc + (long long)(k0 + c) * kNumWeights) : real(0);\n"
       << "#pragma unroll\n      for (int c = 0; c < kWChunk; ++c) {\n"
       << "        if (k0 + c >= kHidden) break;\n#pragma unroll\n"
-      << "        for (int r = 0; r < kRecv; ++r) {\n"
+      << "        for (int r = 0; r < kRecvF; ++r) {\n"
       << "          const real* z = zs + (r * kHidden + k0 + c) * kDim2 + " << b2.offset << ";\n"
       << "#pragma unroll\n          for (int j = 0; j < " << b2.dim()
       << "; ++j) g[r][j] = sc_madd(w[c], z[j], g[r][j]);\n        }\n      }\n    }\n"
       << "    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n"
-      << "#pragma unroll\n    for (int r = 0; r < kRecv; ++r) {\n";
+      << "#pragma unroll\n    for (int r = 0; r < kRecvF; ++r) {\n";
     for (const CgEntry& c : path.cg)
       o << "      acc[r][" << a0 + c.k << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
         << "), g[r][" << c.j << "], acc[r][" << a0 + c.k << "]);\n";
@@ -151,8 +166,8 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
        "real* zs,\n                               real* zt) {\n  switch (b2) {\n";
   for (std::size_t b = 0; b < p.in2().size(); ++b) {
     const TpBlock& blk = p.in2()[b];
-    o << "    case " << b << ": {\n      real d[kRecv][" << blk.dim() << "];\n#pragma unroll\n"
-      << "      for (int r = 0; r < kRecv; ++r)\n#pragma unroll\n        for (int j = 0; j < "
+    o << "    case " << b << ": {\n      real d[kRecvB][" << blk.dim() << "];\n#pragma unroll\n"
+      << "      for (int r = 0; r < kRecvB; ++r)\n#pragma unroll\n        for (int j = 0; j < "
       << blk.dim() << "; ++j) d[r][j] = real(0);\n";
     for (std::size_t n = 0; n < p.paths().size(); ++n) {
       const TpPath& path = p.paths()[n];
@@ -165,13 +180,13 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
         << "          for (int c = 0; c < kWChunk; ++c) w[c] = u0 + c < " << mul
         << " ? sc_ldg(wr + u0 + c) : real(0);\n#pragma unroll\n"
         << "          for (int c = 0; c < kWChunk; ++c) {\n            if (u0 + c >= " << mul
-        << ") break;\n#pragma unroll\n            for (int r = 0; r < kRecv; ++r) {\n"
+        << ") break;\n#pragma unroll\n            for (int r = 0; r < kRecvB; ++r) {\n"
         << "              const real* dg = dgs + (r * kMaxMul + u0 + c) * kQ + " << L.q_offset[n]
         << ";\n#pragma unroll\n              for (int j = 0; j < " << blk.dim()
         << "; ++j) d[r][j] = sc_madd(w[c], dg[j], d[r][j]);\n            }\n          }\n"
         << "        }\n      }\n";
     }
-    o << "#pragma unroll\n      for (int r = 0; r < kRecv; ++r)\n#pragma unroll\n"
+    o << "#pragma unroll\n      for (int r = 0; r < kRecvB; ++r)\n#pragma unroll\n"
       << "        for (int j = 0; j < " << blk.dim() << "; ++j) {\n"
       << "          zs[(r * kHidden + k) * kDim2 + " << blk.offset << " + j] = d[r][j];\n"
       << "          zt[(r * kDim2 + " << blk.offset << " + j) * kHidden + k] = d[r][j];\n"
@@ -190,7 +205,7 @@ std::string module_source(const TpProblem& p, const Layout& L, int hidden) {
     << ", kDim2 = " << p.dim_in2() << ", kDimOut = " << p.dim_out()
     << ", kNumWeights = " << p.weight_numel() << ";\n"
     << "constexpr int kThreads = " << L.threads << ", kMaxMul = " << L.mul
-    << ", kRecv = " << L.recv << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len
+    << ", kRecvF = " << L.recv.forward << ", kRecvB = " << L.recv.backward << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len
     << ", kQ = " << L.q << ", kZPer = " << L.z_per << ", kNumIn2 = " << p.in2().size()
     << ", kWChunk = " << kWChunk << ";\n"
     << templates::k_species_conv << "\n"
@@ -212,7 +227,8 @@ SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType 
     throw CapacityError(what + ": " + std::to_string(most) +
                         " bytes of shared memory per block, above the device's " +
                         std::to_string(backend.limits().max_shared_per_block));
-  threads_ = unsigned(L.threads), recv_ = unsigned(L.recv);
+  threads_ = unsigned(L.threads);
+  recv_forward_ = unsigned(L.recv.forward), recv_backward_ = unsigned(L.recv.backward);
   forward_bytes_ = unsigned(L.forward_bytes), backward_bytes_ = unsigned(L.backward_bytes);
   hidden_ = hidden, dim_in2_ = p.dim_in2(), dim_out_ = p.dim_out(), value_bytes_ = size_of(dtype);
   source_ = module_source(p, L, hidden);
@@ -245,7 +261,8 @@ void SpeciesConv::run(Stream stream, Pass pass, const ConvBuffers& b, const void
   a.num_edges = b.num_edges, a.num_senders = b.num_senders, a.num_receivers = b.num_receivers;
   a.num_species = num_species, a.accumulate_grad_y = b.accumulate_grad_y ? 1 : 0;
   LaunchDims d;
-  d.grid_x = unsigned((b.num_receivers + recv_ - 1) / recv_);
+  const unsigned recv = forward ? recv_forward_ : recv_backward_;
+  d.grid_x = unsigned((b.num_receivers + recv - 1) / recv);
   d.threads = threads_;
   d.shared_bytes = forward ? forward_bytes_ : backward_bytes_;
   if (backend_.kernel_timing()) {

@@ -46,7 +46,8 @@ class SpeciesConv {
   DeviceBackend& backend_;
   std::string source_;
   std::unique_ptr<DeviceModule> module_;
-  unsigned threads_ = 0, recv_ = 0, forward_bytes_ = 0, backward_bytes_ = 0;
+  unsigned threads_ = 0, recv_forward_ = 0, recv_backward_ = 0, forward_bytes_ = 0,
+           backward_bytes_ = 0;
   int hidden_ = 0, dim_in2_ = 0, dim_out_ = 0, value_bytes_ = 0;
   unsigned* status_ = nullptr;
 };
