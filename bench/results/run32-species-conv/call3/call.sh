@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run 32 call 3: receivers a block set apart for the forward (1) and the backward (2) (v3, on
+# Run 32 call 3 (not run in session 32: no device was lent after call 2; for the next GPU
+# session): receivers a block set apart for the forward (1) and the backward (2) (v3, on
 # main) beside call 2's build (v2: four and two in float32, two and two in float64) and the form
 # off, at 10k atoms; v3 with the backward at one and four (CLEBSCH_SPECIES_RECV); v3's GPU tests;
 # the MP-0-sized model at 2k atoms against mace-torch float64 with v3.
