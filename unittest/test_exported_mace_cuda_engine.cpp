@@ -327,10 +327,10 @@ TEST(MaceCudaEngine, TheSpeciesFactoredFirstLayerMatchesTheHostEngine) {
       host.compute(graph_of(s), ref, nullptr);
       ASSERT_GT(max_abs(ref.edge_gradient), 1e-6);
       const std::size_t third = s.center.size() / 3 + 1;
-      for (auto [det, batch, rows] : {std::tuple{true, std::size_t(0), KeptRows::kAuto},
-                                      std::tuple{false, std::size_t(0), KeptRows::kAuto},
-                                      std::tuple{true, third, KeptRows::kAuto},
-                                      std::tuple{true, third, KeptRows::kBatch}})
+      for (auto [det, batch, rows] :
+           {std::tuple{true, std::size_t(0), KeptRows::kAuto},
+            std::tuple{false, std::size_t(0), KeptRows::kAuto},
+            std::tuple{true, third, KeptRows::kAuto}, std::tuple{true, third, KeptRows::kBatch}})
         for (bool on : {true, false}) {
           SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " batch " +
                        std::to_string(batch) + (rows == KeptRows::kBatch ? " batch rows" : "") +

@@ -73,8 +73,7 @@ Reference host_reference(const TensorProduct& tp, const EdgeIndex& edges,
                                r.gy.data(), gw.data());
   for (std::size_t q = 0; q < e; ++q)
     for (int k = 0; k < H; ++k)
-      for (int c = 0; c < nw; ++c)
-        r.gh[q * H + k] += gw[q * nw + c] * w4[std::size_t(k) * nw + c];
+      for (int c = 0; c < nw; ++c) r.gh[q * H + k] += gw[q * nw + c] * w4[std::size_t(k) * nw + c];
   return r;
 }
 
@@ -138,20 +137,24 @@ TEST_P(SpeciesConvTest, MatchesTheHostConvolutionOfTheTableAndHW4) {
   };
   const std::vector<Case> cases = {
       // MACE's first layer (48 channels: a block of 64 threads with idle ones).
-      {"layer0", conv_tensor_product(Irreps("48x0e"), Irreps("0e+1o+2e+3o"),
-                                     Irreps("48x0e+48x1o+48x2e+48x3o")),
+      {"layer0",
+       conv_tensor_product(Irreps("48x0e"), Irreps("0e+1o+2e+3o"),
+                           Irreps("48x0e+48x1o+48x2e+48x3o")),
        40},
       // Sender features with l = 1, and a hidden width that is not a multiple of 32.
-      {"MaceLike", conv_tensor_product(Irreps("48x0e+48x1o"), Irreps("0e+1o+2e+3o"),
-                                       Irreps("48x0e+48x1o+48x2e")),
+      {"MaceLike",
+       conv_tensor_product(Irreps("48x0e+48x1o"), Irreps("0e+1o+2e+3o"),
+                           Irreps("48x0e+48x1o+48x2e")),
        18},
       // Multiplicities that differ by block.
-      {"NonUniform", conv_tensor_product(Irreps("128x0e+64x1o+32x2e"), Irreps("0e+1o+2e"),
-                                         Irreps("128x0e+64x1o+32x2e")),
+      {"NonUniform",
+       conv_tensor_product(Irreps("128x0e+64x1o+32x2e"), Irreps("0e+1o+2e"),
+                           Irreps("128x0e+64x1o+32x2e")),
        16},
       // Several paths into one block, each with its own weights.
-      {"SummedPaths", summed_tensor_product(Irreps("6x0o+6x0e+6x1o+6x1e+6x2e"),
-                                            Irreps("0e+1o+2e"), Irreps("6x0e+6x1o+6x1e+6x2e")),
+      {"SummedPaths",
+       summed_tensor_product(Irreps("6x0o+6x0e+6x1o+6x1e+6x2e"), Irreps("0e+1o+2e"),
+                             Irreps("6x0e+6x1o+6x1e+6x2e")),
        8}};
   // Receivers a block, forward and backward: the defaults, and four and one (a last block of
   // 3 of the 23 receivers; CLEBSCH_SPECIES_RECV is read when the module is built).

@@ -176,8 +176,8 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
     // no per-edge weights, a fraction of the work); else as the other layers.
     if (t == 0 && species_factored && !L.spline && fused_radial_refusal(L.radial_mlp).empty()) {
       try {
-        L.species_conv = std::make_unique<SpeciesConv>(b, in.conv_tp.descriptor, dt_,
-                                                       L.radial_mlp.dim_hidden());
+        L.species_conv =
+            std::make_unique<SpeciesConv>(b, in.conv_tp.descriptor, dt_, L.radial_mlp.dim_hidden());
         L.fused = true;
       } catch (const CapacityError&) {
         // A product outside the form's shapes: the convolution below.

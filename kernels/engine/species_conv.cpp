@@ -81,8 +81,7 @@ Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string&
   // At least 128 threads: they share the Z values a block keeps in registers.
   L.threads = 128;
   while (L.threads < std::max(L.mul, hidden)) L.threads *= 2;
-  if (L.threads > 1024)
-    throw CapacityError(what + ": multiplicity or hidden width above 1024");
+  if (L.threads > 1024) throw CapacityError(what + ": multiplicity or hidden width above 1024");
   L.z_per = (hidden * p.dim_in2() + L.threads - 1) / L.threads;
   if (L.z_per > kMaxZValues)
     throw CapacityError(what + ": " + std::to_string(hidden) + " hidden x " +
@@ -90,8 +89,8 @@ Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string&
                         std::to_string(kMaxZValues) + " per thread");
   // Fewer receivers a block where one channel's outputs or a thread's Z values are many (the
   // forward keeps both in registers per receiver, the backward neither).
-  while (L.recv.forward > 1 && (L.acc_len * L.recv.forward > kMaxAccValues ||
-                                L.z_per * L.recv.forward > kMaxZValues))
+  while (L.recv.forward > 1 &&
+         (L.acc_len * L.recv.forward > kMaxAccValues || L.z_per * L.recv.forward > kMaxZValues))
     L.recv.forward /= 2;
   const std::size_t elem = std::size_t(size_of(dtype));
   const std::size_t z = std::size_t(hidden) * p.dim_in2();
@@ -99,8 +98,7 @@ Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string&
   const std::size_t dg = std::size_t(L.recv.backward) * L.mul * L.q;
   auto ints = [&](int recv) { return (2 * kTileEdges + recv + 1 + L.threads) * sizeof(int); };
   L.forward_bytes = (L.recv.forward * z + rows) * elem + ints(L.recv.forward);
-  L.backward_bytes =
-      (2 * L.recv.backward * z + std::max(rows, dg)) * elem + ints(L.recv.backward);
+  L.backward_bytes = (2 * L.recv.backward * z + std::max(rows, dg)) * elem + ints(L.recv.backward);
   return L;
 }
 
@@ -120,9 +118,11 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
       << "    for (int r = 0; r < kRecvF; ++r)\n#pragma unroll\n      for (int j = 0; j < "
       << b2.dim() << "; ++j) g[r][j] = real(0);\n"
       << "    const real* wc = w4 + " << path.weight_offset << " + u;\n"
-      << "    for (int k0 = 0; k0 < kHidden; k0 += kWChunk) {\n      real w[kWChunk];\n#pragma unroll\n"
+      << "    for (int k0 = 0; k0 < kHidden; k0 += kWChunk) {\n      real w[kWChunk];\n#pragma "
+         "unroll\n"
       << "      for (int c = 0; c < kWChunk; ++c)\n"
-      << "        w[c] = k0 + c < kHidden ? sc_ldg(wc + (long long)(k0 + c) * kNumWeights) : real(0);\n"
+      << "        w[c] = k0 + c < kHidden ? sc_ldg(wc + (long long)(k0 + c) * kNumWeights) : "
+         "real(0);\n"
       << "#pragma unroll\n      for (int c = 0; c < kWChunk; ++c) {\n"
       << "        if (k0 + c >= kHidden) break;\n#pragma unroll\n"
       << "        for (int r = 0; r < kRecvF; ++r) {\n"
@@ -205,9 +205,10 @@ std::string module_source(const TpProblem& p, const Layout& L, int hidden) {
     << ", kDim2 = " << p.dim_in2() << ", kDimOut = " << p.dim_out()
     << ", kNumWeights = " << p.weight_numel() << ";\n"
     << "constexpr int kThreads = " << L.threads << ", kMaxMul = " << L.mul
-    << ", kRecvF = " << L.recv.forward << ", kRecvB = " << L.recv.backward << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len
-    << ", kQ = " << L.q << ", kZPer = " << L.z_per << ", kNumIn2 = " << p.in2().size()
-    << ", kWChunk = " << kWChunk << ";\n"
+    << ", kRecvF = " << L.recv.forward << ", kRecvB = " << L.recv.backward
+    << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len << ", kQ = " << L.q
+    << ", kZPer = " << L.z_per << ", kNumIn2 = " << p.in2().size() << ", kWChunk = " << kWChunk
+    << ";\n"
     << templates::k_species_conv << "\n"
     << path_functions(p, L);
   return o.str();
@@ -234,7 +235,8 @@ SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType 
   source_ = module_source(p, L, hidden);
   auto opt_in = [](unsigned bytes) { return bytes > 48 * 1024 ? bytes : 0u; };
   module_ = backend_.load(
-      {"clebsch_species_conv_" + p.hash_hex() + "_h" + std::to_string(hidden) + ".cu", source_,
+      {"clebsch_species_conv_" + p.hash_hex() + "_h" + std::to_string(hidden) + ".cu",
+       source_,
        {{"clebsch_species_conv_forward", "SpeciesConvArgs", true, opt_in(forward_bytes_)},
         {"clebsch_species_conv_backward", "SpeciesConvArgs", true, opt_in(backward_bytes_)}}});
   status_ = static_cast<unsigned*>(backend_.allocate(sizeof(unsigned)));
@@ -273,9 +275,9 @@ void SpeciesConv::run(Stream stream, Pass pass, const ConvBuffers& b, const void
     const double bytes = value_bytes_ * (E * row * (forward ? 1 : 2) + R * dim_out_);
     backend_.set_timing_floor(bytes, 2.0 * E * hidden_ * dim_in2_ * (forward ? 1 : 2));
   }
-  backend_.launch(module_->kernel(forward ? "clebsch_species_conv_forward"
-                                          : "clebsch_species_conv_backward"),
-                  d, stream, a);
+  backend_.launch(
+      module_->kernel(forward ? "clebsch_species_conv_forward" : "clebsch_species_conv_backward"),
+      d, stream, a);
 }
 
 unsigned SpeciesConv::take_status(Stream stream) {
