@@ -1,17 +1,15 @@
 #!/usr/bin/env bash
-# Run 32 call 3 (not run in session 32: no device was lent after call 2; for the next GPU
-# session): receivers a block set apart for the forward (1) and the backward (2) (v3, on
-# main) beside call 2's build (v2: four and two in float32, two and two in float64) and the form
-# off, at 10k atoms; v3 with the backward at one and four (CLEBSCH_SPECIES_RECV); v3's GPU tests;
-# the MP-0-sized model at 2k atoms against mace-torch float64 with v3.
+# Run 33 call 1 (run 32's planned call 3): main's species-factored first layer (one receiver a
+# block forward, two backward: v3, built at ab9d152) as one build, beside the form off, at 10k
+# atoms; v3's GPU tests; the MP-0-sized model at 2k atoms against mace-torch float64.
 set -u
-cd .device && tar xJf v2-bin.tar.xz && tar xJf v3-bin.tar.xz && tar xJf models.tar.xz && cd ..
+cd .device && tar xJf v3-bin.tar.xz && tar xJf models.tar.xz && cd ..
 export CLEBSCH_MODELS_DIR=$PWD/.device/models
 [ -e /work/main/potentials/bundled ] || { mkdir -p /work/main/potentials && ln -s $PWD/potentials/bundled /work/main/potentials/bundled; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $OUT/gpu.txt; cat $OUT/gpu.txt
-CLEBSCH_REPEAT=5 timeout 330 bash bench/run_step_ab.sh $OUT/ab10k 10000 off=.device/v3:CLEBSCH_SPECIES_CONV=0 v2=.device/v2 v3=.device/v3 v3-b1=.device/v3:CLEBSCH_SPECIES_RECV=1,1 v3-b4=.device/v3:CLEBSCH_SPECIES_RECV=1,4 off-again=.device/v3:CLEBSCH_SPECIES_CONV=0 v3-again=.device/v3 > $OUT/ab10k.log 2>&1
+CLEBSCH_REPEAT=5 timeout 300 bash bench/run_step_ab.sh $OUT/ab10k 10000 off=.device/v3:CLEBSCH_SPECIES_CONV=0 v3=.device/v3 off-again=.device/v3:CLEBSCH_SPECIES_CONV=0 v3-again=.device/v3 > $OUT/ab10k.log 2>&1
 echo "ab10k rc=$?"; cat $OUT/ab10k/summary.txt
-for v in v2 v3 v3-b1 v3-b4; do echo "== $v"; grep -E "species" $OUT/ab10k/$v/profile.md | cut -c1-140; done
+grep -E "species" $OUT/ab10k/v3/profile.md | cut -c1-140
 rm -f $OUT/ab10k/model/*.safetensors $OUT/ab10k/*/kernel_profile*.json
 (cd $OUT && tar cJf ab10k.tar.xz ab10k ab10k.log && rm -rf ab10k ab10k.log)
 CLEBSCH_TEST_TIMEOUT=90 bash bench/run_gpu_tests.sh .device/v3 $OUT/tests 'All/SpeciesConvTest.*/cuda:MaceCudaEngine.TheSpeciesFactoredFirstLayerMatchesTheHostEngine:MaceCudaEngine.MatchesTheHostEngineInEveryPrecision' 2>&1 | grep -E "^==|PASSED|FAILED|rc="
