@@ -12,7 +12,8 @@
 #   bench/run_step_ab.sh OUT ATOMS LABEL=CARRY[:VAR=VALUE[,VAR=VALUE...]] ...
 # (a VALUE may hold commas: a comma starts a new assignment only where NAME= follows it)
 # e.g. base=.device/base new=.device/new new-chain=.device/new:CLEBSCH_MLP_CHAIN=1
-# CLEBSCH_REPEAT: timed calls per precision (default 10); CLEBSCH_AB_ARGS: more bench_mace_model
+# CLEBSCH_REPEAT: timed calls per precision (default 10); CLEBSCH_PROFILE_TOP: kernels listed per
+# profile (default 30); CLEBSCH_AB_ARGS: more bench_mace_model
 # arguments for every variant (e.g. --atomic).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,8 +54,8 @@ for spec in "$@"; do
       ${CLEBSCH_AB_ARGS:-} \
       >"$out/$label/result.json" 2>"$out/$label/log.txt"
   ) || echo "$label: bench_mace_model failed (rc $?), see $out/$label/log.txt" >>"$out/summary.txt"
-  python3 "$root/bench/report_step_profile.py" "$out/$label/kernel_profile.json" \
-    >"$out/$label/profile.md" 2>/dev/null || true
+  python3 "$root/bench/report_step_profile.py" --top "${CLEBSCH_PROFILE_TOP:-30}" \
+    "$out/$label/kernel_profile.json" >"$out/$label/profile.md" 2>/dev/null || true
   python3 - "$label" "$vars" "$out/$label/result.json" >>"$out/summary.txt" <<'EOF' || true
 import json, sys
 label, env, path = sys.argv[1:4]

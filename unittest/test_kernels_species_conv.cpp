@@ -165,13 +165,18 @@ TEST_P(SpeciesConvTest, MatchesTheHostConvolutionOfTheTableAndHW4) {
       // An edge-attribute block no path reads (its dZ rows are zeros, not left unwritten).
       {"UnreadAttributes",
        conv_tensor_product(Irreps("24x0e"), Irreps("0e+1o+2e"), Irreps("24x0e+24x1o")), 33}};
-  for (const Case& c : cases)
-    for (auto [edges_n, sorted] : {std::tuple{150, true}, std::tuple{90, false}}) {
-      SCOPED_TRACE(c.name + ", " + std::to_string(edges_n) + " edges" +
-                   (sorted ? ", sorted" : ", CSR order"));
-      check_case<double>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 1e-12);
-      check_case<float>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 2e-5);
-    }
+  // The backward's edge stage as one kernel and as two (CLEBSCH_SPECIES_SPLIT, read when the
+  // module is built).
+  for (const char* split : {"0", "1"})
+    for (const Case& c : cases)
+      for (auto [edges_n, sorted] : {std::tuple{150, true}, std::tuple{90, false}}) {
+        SCOPED_TRACE(c.name + ", " + std::to_string(edges_n) + " edges" +
+                     (sorted ? ", sorted" : ", CSR order") + ", split " + split);
+        setenv("CLEBSCH_SPECIES_SPLIT", split, 1);
+        check_case<double>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 1e-12);
+        check_case<float>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 2e-5);
+      }
+  unsetenv("CLEBSCH_SPECIES_SPLIT");
 }
 
 TEST_P(SpeciesConvTest, RefusesProductsOutsideItsForm) {

@@ -6,6 +6,8 @@
 #include "clebsch/cuda/engine/species_conv.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -170,11 +172,14 @@ SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType 
   threads_ = unsigned(L.threads);
   hidden_ = hidden, dim_in2_ = p.dim_in2(), dim_out_ = p.dim_out(), value_bytes_ = size_of(dtype);
   num_weights_ = p.weight_numel();
+  // CLEBSCH_SPECIES_SPLIT=0|1 (A/B runs): the backward's edge stage as one kernel or two.
+  if (const char* env = std::getenv("CLEBSCH_SPECIES_SPLIT"))
+    split_edges_ = std::strcmp(env, "0") != 0;
   source_ = module_source(p, L, hidden, t_offset);
   const std::string name = "clebsch_species_conv_" + p.hash_hex() + "_h" + std::to_string(hidden);
   std::vector<KernelSpec> kernels;
   // Shuffles or block barriers (the emulator runs these as fibers), then plain kernels.
-  for (const char* k : {"count", "scan", "label", "z", "edges"})
+  for (const char* k : {"count", "scan", "label", "z", "edges", "edges_h", "edges_y"})
     kernels.push_back({std::string("clebsch_species_conv_") + k, "SpeciesConvArgs", true, 0});
   for (const char* k : {"out", "dt"})
     kernels.push_back({std::string("clebsch_species_conv_") + k, "SpeciesConvArgs", false, 0});
@@ -288,8 +293,16 @@ void SpeciesConv::run(const GenericKernels& gk, Stream stream, Pass pass, const 
       if (S > 0 && !started[std::size_t(offset)])
         backend_.memset(base + std::size_t(S * offset * hidden_) * value_bytes_, 0,
                         std::size_t(S * dim * hidden_) * value_bytes_, stream);
-    launch("edges", warp_grid, warp_threads, 2 * row_bytes + vb * z_values,
-           4.0 * E * hidden_ * dim_in2_);
+    if (split_edges_) {
+      // Two passes over the edges, each lane keeping half the dZ values (more warps resident).
+      launch("edges_h", warp_grid, warp_threads, vb * E * (hidden_ + dim_in2_) + vb * z_values,
+             2.0 * E * hidden_ * dim_in2_);
+      launch("edges_y", warp_grid, warp_threads, vb * E * (hidden_ + dim_in2_) + vb * z_values,
+             2.0 * E * hidden_ * dim_in2_);
+    } else {
+      launch("edges", warp_grid, warp_threads, 2 * row_bytes + vb * z_values,
+             4.0 * E * hidden_ * dim_in2_);
+    }
   }
 }
 

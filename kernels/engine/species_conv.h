@@ -66,6 +66,7 @@ class SpeciesConv {
   std::vector<PathGemm> paths_;
   std::vector<std::pair<int, int>> in2_blocks_;  // (offset, dimension) of each attribute block
   long long t_per_slot_ = 0;
+  bool split_edges_ = false;
   unsigned* status_ = nullptr;
   DeviceArray<int> slot_ptr_, slot_species_;
   DeviceArray<unsigned> present_;
