@@ -98,8 +98,8 @@ std::string path_functions(const TpProblem& p, const Layout& L,
     const int a0 = L.acc_offset[std::size_t(path.out)];
     o << "  // " << path.description << "\n  if (u < " << b1.mul << ") {\n"
       << "    const real* tp = " << t_row(n) << ";\n    real g[" << b2.dim() << "];\n"
-      << "#pragma unroll\n    for (int j = 0; j < " << b2.dim() << "; ++j) g[j] = tp[j * "
-      << b1.mul << "];\n    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n";
+      << "#pragma unroll\n    for (int j = 0; j < " << b2.dim() << "; ++j) g[j] = tp[j * " << b1.mul
+      << "];\n    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n";
     for (const CgEntry& c : path.cg)
       o << "    acc[" << a0 + c.k << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
         << "), g[" << c.j << "], acc[" << a0 + c.k << "]);\n";
@@ -128,8 +128,8 @@ std::string path_functions(const TpProblem& p, const Layout& L,
     for (const CgEntry& c : path.cg)
       o << "    d[" << c.j << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
         << "), sc_ldg(gu + " << c.k << "), d[" << c.j << "]);\n";
-    o << "    real* tp = " << t_row(n) << ";\n#pragma unroll\n    for (int j = 0; j < "
-      << b2.dim() << "; ++j) tp[j * " << b1.mul << "] = d[j];\n  }\n";
+    o << "    real* tp = " << t_row(n) << ";\n#pragma unroll\n    for (int j = 0; j < " << b2.dim()
+      << "; ++j) tp[j * " << b1.mul << "] = d[j];\n  }\n";
   }
   o << "}\n";
   return o.str();
@@ -217,8 +217,8 @@ void SpeciesConv::run(const GenericKernels& gk, Stream stream, Pass pass, const 
   slot_ptr_.resize(std::size_t(R) + 1);
   a.slot_ptr = slot_ptr_.data();
 
-  auto launch = [&](const char* kernel, unsigned grid, unsigned threads, double bytes,
-                    double flops, unsigned shared = 0) {
+  auto launch = [&](const char* kernel, unsigned grid, unsigned threads, double bytes, double flops,
+                    unsigned shared = 0) {
     LaunchDims d;
     d.grid_x = grid, d.threads = threads, d.shared_bytes = shared;
     if (backend_.kernel_timing()) backend_.set_timing_floor(bytes, flops);
