@@ -13,10 +13,4 @@ echo "ab10k rc=$?"; cat $OUT/ab10k/summary.txt
 for v in v3 v4 v4-split; do echo "== $v"; grep -E "^\| layer 0 (forward|backward) \| \`(clebsch_species|clebsch_gemm|cublas|clebsch_mlp)" $OUT/ab10k/$v/profile.md | cut -c1-150; done
 rm -f $OUT/ab10k/model/*.safetensors $OUT/ab10k/*/kernel_profile*.json
 (cd $OUT && tar cJf ab10k.tar.xz ab10k ab10k.log && rm -rf ab10k ab10k.log)
-CLEBSCH_TEST_TIMEOUT=90 bash bench/run_gpu_tests.sh .device/v4 $OUT/tests 'All/SpeciesConvTest.*/cuda:MaceCudaEngine.TheSpeciesFactoredFirstLayerMatchesTheHostEngine:MaceCudaEngine.MatchesTheHostEngineInEveryPrecision' 2>&1 | grep -E "^==|PASSED|FAILED|rc="
-(cd $OUT && tar cJf tests.tar.xz tests && rm -rf tests)
-set +e; source bench/setup_wheels.sh .whl > /dev/null 2>&1; set +e
-( source bench/device_env.sh .device/v4 > /dev/null 2>&1
-  PYTHONUNBUFFERED=1 PYTHONPATH=$MACE_PYTHONPATH:. timeout 80 python3 bench/bench_mace_model.py --binary .device/v4/bench/bench_mace_model --atoms 2000 --engines cuda,host --precisions fp32,fp64 --out $OUT/check2k --json $OUT/check2k/model.json > $OUT/check2k.log 2>&1; echo "check2k rc=$?" )
-grep -A5 '| engine | prec' $OUT/check2k.log | head -6; rm -f $OUT/check2k/*.safetensors $OUT/check2k/*.bin
-(cd $OUT && tar cJf check2k.tar.xz check2k check2k.log && rm -rf check2k check2k.log)
+bash bench/run_engine_checks.sh .device/v4 $OUT 'All/SpeciesConvTest.*/cuda:MaceCudaEngine.TheSpeciesFactoredFirstLayerMatchesTheHostEngine:MaceCudaEngine.MatchesTheHostEngineInEveryPrecision'
