@@ -33,11 +33,6 @@ class SpeciesConvTest : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "cuda" && !device_available()) GTEST_SKIP() << "no CUDA device";
     backend_ = GetParam() == "emulated" ? make_emulated_backend() : make_cuda_backend(0);
   }
-  // The W4 GEMMs' kernels (their default routes), built once a test.
-  const GenericKernels& gk() {
-    if (!gk_) gk_ = std::make_unique<GenericKernels>(*backend_);
-    return *gk_;
-  }
   template <class T>
   DeviceArray<T> up(const std::vector<T>& v) {
     DeviceArray<T> d(*backend_);
@@ -49,7 +44,6 @@ class SpeciesConvTest : public ::testing::TestWithParam<std::string> {
     return up<T>(std::vector<T>(v.begin(), v.end()));
   }
   std::unique_ptr<DeviceBackend> backend_;
-  std::unique_ptr<GenericKernels> gk_;
 };
 
 // The host reference of one case: out, dE/dY and dE/dh in float64.
@@ -115,8 +109,8 @@ void check_case(SpeciesConvTest& t, DeviceBackend& be, const TensorProduct& tp, 
   b.receiver_order = sorted ? nullptr : dord.data();
   b.h = dh.data(), b.w4 = dw4.data(), b.y = dy.data(), b.grad_out = dgo.data();
   b.out = out.data(), b.grad_h = gh.data(), b.grad_y = gy.data();
-  conv.run(t.gk(), nullptr, Pass::kForward, b, dtable.data(), dsp.data(), kSpecies);
-  conv.run(t.gk(), nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
+  conv.run(nullptr, Pass::kForward, b, dtable.data(), dsp.data(), kSpecies);
+  conv.run(nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
   EXPECT_EQ(conv.take_status(nullptr), 0u);
   auto dl = [](const DeviceArray<T>& a) {
     const std::vector<T> v = a.download();
@@ -131,7 +125,7 @@ void check_case(SpeciesConvTest& t, DeviceBackend& be, const TensorProduct& tp, 
   for (std::size_t i = 0; i < y.size(); ++i) want[i] = base[i] + ref.gy[i];
   gy.upload(std::vector<T>(base.begin(), base.end()));
   b.accumulate_grad_y = true;
-  conv.run(t.gk(), nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
+  conv.run(nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
   EXPECT_LE(test::rel_error(dl(gy), want), tol * 4);
 }
 
@@ -161,22 +155,23 @@ TEST_P(SpeciesConvTest, MatchesTheHostConvolutionOfTheTableAndHW4) {
       {"SummedPaths",
        summed_tensor_product(Irreps("6x0o+6x0e+6x1o+6x1e+6x2e"), Irreps("0e+1o+2e"),
                              Irreps("6x0e+6x1o+6x1e+6x2e")),
-       8},
-      // An edge-attribute block no path reads (its dZ rows are zeros, not left unwritten).
-      {"UnreadAttributes",
-       conv_tensor_product(Irreps("24x0e"), Irreps("0e+1o+2e"), Irreps("24x0e+24x1o")), 33}};
-  // The backward's edge stage as one kernel and as two (CLEBSCH_SPECIES_SPLIT, read when the
-  // module is built).
-  for (const char* split : {"0", "1"})
+       8}};
+  // Receivers a block, forward and backward: the defaults, and four and one (a last block of
+  // 3 of the 23 receivers; CLEBSCH_SPECIES_RECV is read when the module is built).
+  for (const char* recv : {"", "4,1"})
     for (const Case& c : cases)
       for (auto [edges_n, sorted] : {std::tuple{150, true}, std::tuple{90, false}}) {
         SCOPED_TRACE(c.name + ", " + std::to_string(edges_n) + " edges" +
-                     (sorted ? ", sorted" : ", CSR order") + ", split " + split);
-        setenv("CLEBSCH_SPECIES_SPLIT", split, 1);
+                     (sorted ? ", sorted" : ", CSR order") + ", receivers a block " +
+                     (*recv ? recv : "default"));
+        if (*recv)
+          setenv("CLEBSCH_SPECIES_RECV", recv, 1);
+        else
+          unsetenv("CLEBSCH_SPECIES_RECV");
         check_case<double>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 1e-12);
         check_case<float>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 2e-5);
       }
-  unsetenv("CLEBSCH_SPECIES_SPLIT");
+  unsetenv("CLEBSCH_SPECIES_RECV");
 }
 
 TEST_P(SpeciesConvTest, RefusesProductsOutsideItsForm) {
@@ -209,7 +204,7 @@ TEST_P(SpeciesConvTest, ReportsASpeciesOutsideTheTable) {
   b.num_senders = 2, b.num_receivers = 1, b.num_edges = 2;
   b.sender = dsnd.data(), b.receiver_ptr = dptr.data();
   b.h = dh.data(), b.w4 = dw4.data(), b.y = dy.data(), b.out = out.data();
-  conv.run(gk(), nullptr, Pass::kForward, b, dtable.data(), dsp.data(), 1);
+  conv.run(nullptr, Pass::kForward, b, dtable.data(), dsp.data(), 1);
   EXPECT_EQ(conv.take_status(nullptr), 1u);
   for (double v : out.download()) EXPECT_TRUE(std::isfinite(v));
 }

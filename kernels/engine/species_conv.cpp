@@ -1,17 +1,15 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
 // The species-factored convolution's source (templates/species_conv.cuh.in plus the per-path
-// functions emitted here from the product's TpProblem), its launches and its W4 GEMMs (see
-// species_conv.h).
+// functions emitted here from the product's TpProblem) and launches (see species_conv.h).
 #include "clebsch/cuda/engine/species_conv.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <sstream>
 #include <vector>
 
-#include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/device_source_tables.h"
 #include "clebsch/cuda/generator/tp_problem.h"
 #include "clebsch/cuda/templates/species_conv_args.h"
@@ -21,20 +19,45 @@
 namespace clebsch::cuda {
 namespace {
 
-// Warps (one a receiver) per block of the slot, Z and edge kernels; threads of the scan.
-constexpr int kWarps = 4, kScanThreads = 1024;
-// Per-thread register arrays: the output values of one channel (contraction kernels), the Z or
-// dZ values of one lane (kKPer x kDim2) and its dE/dY segment (kKSeg).
-constexpr int kMaxAccValues = 64, kMaxZValues = 64, kMaxSegValues = 64;
+constexpr int kTileEdges = 32;
+// W4 values a thread loads before it uses them (their latencies overlap).
+constexpr int kWChunk = 16;
+// Per-thread register arrays of the kernels, over the block's receivers: the output values of
+// one channel, the Z values.
+constexpr int kMaxAccValues = 64, kMaxZValues = 32;
+
+// Receivers a block takes at most, forward and backward (run 32 on an H200, MACE-MP-0-medium's
+// first layer: the backward 1.47 ms with two in float32, 1.89 with one, 1.75 with four; float64
+// 2.32 with two, 2.68 with one; the forward fastest with one, 0.88 against 1.19 with two in
+// float32, its occupancy bound by the accumulators' registers). CLEBSCH_SPECIES_RECV=F,B sets
+// them (1, 2 or 4; A/B runs).
+struct Receivers {
+  int forward = 1, backward = 2;
+};
+
+Receivers receivers_per_block() {
+  Receivers r;
+  if (const char* env = std::getenv("CLEBSCH_SPECIES_RECV")) {
+    int f = 0, b = 0;
+    if (std::sscanf(env, "%d,%d", &f, &b) == 2 && (f == 1 || f == 2 || f == 4) &&
+        (b == 1 || b == 2 || b == 4))
+      r.forward = f, r.backward = b;
+  }
+  return r;
+}
 
 // What the kernels and the launches need to know about the product.
 struct Layout {
-  int mul = 0, acc_len = 0, threads = 0, k_per = 0, j_pad = 1, parts = 32, k_seg = 0;
+  int mul = 0, acc_len = 0, q = 0, threads = 0, z_per = 0;
+  Receivers recv;
   std::vector<int> acc_offset;  // per output block: its values' first index in acc
+  std::vector<int> q_offset;    // per path: its dG values' first index
+  std::size_t forward_bytes = 0, backward_bytes = 0;  // shared memory per block
 };
 
-Layout layout_of(const TpProblem& p, int hidden, const std::string& what) {
+Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string& what) {
   Layout L;
+  L.recv = receivers_per_block();
   for (const TpBlock& b : p.out()) {
     L.acc_offset.push_back(L.acc_len);
     L.acc_len += b.dim();
@@ -48,62 +71,70 @@ Layout layout_of(const TpProblem& p, int hidden, const std::string& what) {
     if (p.in2()[std::size_t(path.in2)].mul != 1)
       throw CapacityError(what + ": edge-attribute block of path " + path.description +
                           " has multiplicity above 1");
-    if (p.in1()[std::size_t(path.in1)].mul != p.out()[std::size_t(path.out)].mul)
-      throw CapacityError(what + ": path " + path.description + " is not uvu");
+    L.q_offset.push_back(L.q);
+    L.q += p.in2()[std::size_t(path.in2)].dim();
   }
   if (L.acc_len > kMaxAccValues)
     throw CapacityError(what + ": " + std::to_string(L.acc_len) +
                         " output values per channel, above the species-factored form's " +
                         std::to_string(kMaxAccValues));
-  L.threads = 32;
-  while (L.threads < L.mul) L.threads *= 2;
-  if (L.threads > 1024) throw CapacityError(what + ": multiplicity above 1024");
-  if (p.dim_in2() > 32)
-    throw CapacityError(what + ": " + std::to_string(p.dim_in2()) +
-                        " edge-attribute values, above the species-factored form's 32");
-  L.k_per = (hidden + 31) / 32;
-  while (L.j_pad < p.dim_in2()) L.j_pad *= 2;
-  L.parts = 32 / L.j_pad;
-  L.k_seg = (hidden + L.parts - 1) / L.parts;
-  if (L.k_per * p.dim_in2() > kMaxZValues || L.k_seg > kMaxSegValues)
+  // At least 128 threads: they share the Z values a block keeps in registers.
+  L.threads = 128;
+  while (L.threads < std::max(L.mul, hidden)) L.threads *= 2;
+  if (L.threads > 1024) throw CapacityError(what + ": multiplicity or hidden width above 1024");
+  L.z_per = (hidden * p.dim_in2() + L.threads - 1) / L.threads;
+  if (L.z_per > kMaxZValues)
     throw CapacityError(what + ": " + std::to_string(hidden) + " hidden x " +
-                        std::to_string(p.dim_in2()) +
-                        " attribute values per slot, above what a warp keeps in registers");
+                        std::to_string(p.dim_in2()) + " attribute values per receiver exceed " +
+                        std::to_string(kMaxZValues) + " per thread");
+  // Fewer receivers a block where one channel's outputs or a thread's Z values are many (the
+  // forward keeps both in registers per receiver, the backward neither).
+  while (L.recv.forward > 1 &&
+         (L.acc_len * L.recv.forward > kMaxAccValues || L.z_per * L.recv.forward > kMaxZValues))
+    L.recv.forward /= 2;
+  const std::size_t elem = std::size_t(size_of(dtype));
+  const std::size_t z = std::size_t(hidden) * p.dim_in2();
+  const std::size_t rows = std::size_t(kTileEdges) * (hidden + p.dim_in2());
+  const std::size_t dg = std::size_t(L.recv.backward) * L.mul * L.q;
+  auto ints = [&](int recv) { return (2 * kTileEdges + recv + 1 + L.threads) * sizeof(int); };
+  L.forward_bytes = (L.recv.forward * z + rows) * elem + ints(L.recv.forward);
+  L.backward_bytes = (2 * L.recv.backward * z + std::max(rows, dg)) * elem + ints(L.recv.backward);
   return L;
 }
 
-// The per-path device functions the template declares; t_offset: each path's T values per slot
-// before it.
-std::string path_functions(const TpProblem& p, const Layout& L,
-                           const std::vector<long long>& t_offset) {
+// The per-path device functions the template declares.
+std::string path_functions(const TpProblem& p, const Layout& L) {
   std::ostringstream o;
   auto lit = [](double c) { return "real(" + double_literal(c) + ")"; };
-  o << "SC_INLINE long long sc_z_row(int j, long long s, long long S) {\n";
-  for (const TpBlock& b : p.in2())
-    o << "  if (j < " << b.offset + b.dim() << ") return S * " << b.offset << "LL * kHidden + (s * "
-      << b.dim() << " + (j - " << b.offset << ")) * kHidden;\n";
-  o << "  return 0;\n}\n\n";
-  auto t_row = [&](std::size_t n) {
-    const TpPath& path = p.paths()[n];
-    const int mul = p.in1()[std::size_t(path.in1)].mul, db = p.in2()[std::size_t(path.in2)].dim();
-    std::ostringstream r;
-    r << "t + S * " << t_offset[n] << "LL + s * " << db * mul << " + u";
-    return r.str();
-  };
-  o << "__device__ void sc_out_paths(int u, const real* x, const real* t, long long s, long long "
-       "S,\n                             real (&acc)[kAccLen]) {\n";
-  for (std::size_t n = 0; n < p.paths().size(); ++n) {
-    const TpPath& path = p.paths()[n];
+  // W4[k][w + u] for u0 <= u < u0 + kWChunk (or k0 <= k < k0 + kWChunk) into w[]: kWChunk loads
+  // in flight before the multiply-adds that use them.
+  o << "__device__ void sc_forward_paths(int u, const real* x, const real* zs, const real* w4,\n"
+       "                                 real (&acc)[kRecvF][kAccLen]) {\n";
+  for (const TpPath& path : p.paths()) {
     const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)];
     const int a0 = L.acc_offset[std::size_t(path.out)];
     o << "  // " << path.description << "\n  if (u < " << b1.mul << ") {\n"
-      << "    const real* tp = " << t_row(n) << ";\n    real g[" << b2.dim() << "];\n"
-      << "#pragma unroll\n    for (int j = 0; j < " << b2.dim() << "; ++j) g[j] = tp[j * " << b1.mul
-      << "];\n    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n";
+      << "    real g[kRecvF][" << b2.dim() << "];\n#pragma unroll\n"
+      << "    for (int r = 0; r < kRecvF; ++r)\n#pragma unroll\n      for (int j = 0; j < "
+      << b2.dim() << "; ++j) g[r][j] = real(0);\n"
+      << "    const real* wc = w4 + " << path.weight_offset << " + u;\n"
+      << "    for (int k0 = 0; k0 < kHidden; k0 += kWChunk) {\n      real w[kWChunk];\n#pragma "
+         "unroll\n"
+      << "      for (int c = 0; c < kWChunk; ++c)\n"
+      << "        w[c] = k0 + c < kHidden ? sc_ldg(wc + (long long)(k0 + c) * kNumWeights) : "
+         "real(0);\n"
+      << "#pragma unroll\n      for (int c = 0; c < kWChunk; ++c) {\n"
+      << "        if (k0 + c >= kHidden) break;\n#pragma unroll\n"
+      << "        for (int r = 0; r < kRecvF; ++r) {\n"
+      << "          const real* z = zs + (r * kHidden + k0 + c) * kDim2 + " << b2.offset << ";\n"
+      << "#pragma unroll\n          for (int j = 0; j < " << b2.dim()
+      << "; ++j) g[r][j] = sc_madd(w[c], z[j], g[r][j]);\n        }\n      }\n    }\n"
+      << "    const real* xu = x + " << b1.offset << " + u * " << b1.dim() << ";\n"
+      << "#pragma unroll\n    for (int r = 0; r < kRecvF; ++r) {\n";
     for (const CgEntry& c : path.cg)
-      o << "    acc[" << a0 + c.k << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
-        << "), g[" << c.j << "], acc[" << a0 + c.k << "]);\n";
-    o << "  }\n";
+      o << "      acc[r][" << a0 + c.k << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
+        << "), g[r][" << c.j << "], acc[r][" << a0 + c.k << "]);\n";
+    o << "    }\n  }\n";
   }
   o << "}\n\n__device__ void sc_store_out(real* out, int u, const real (&acc)[kAccLen]) {\n";
   for (std::size_t b = 0; b < p.out().size(); ++b) {
@@ -114,8 +145,7 @@ std::string path_functions(const TpProblem& p, const Layout& L,
         << L.acc_offset[b] + k << "];\n";
     o << "  }\n";
   }
-  o << "}\n\n__device__ void sc_dt_paths(int u, const real* x, const real* g, real* t, long long "
-       "s,\n                            long long S) {\n";
+  o << "}\n\n__device__ void sc_backward_dg(int u, const real* x, const real* g, real* dgs) {\n";
   for (std::size_t n = 0; n < p.paths().size(); ++n) {
     const TpPath& path = p.paths()[n];
     const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)],
@@ -128,76 +158,95 @@ std::string path_functions(const TpProblem& p, const Layout& L,
     for (const CgEntry& c : path.cg)
       o << "    d[" << c.j << "] = sc_madd(" << lit(c.c) << " * sc_ldg(xu + " << c.i
         << "), sc_ldg(gu + " << c.k << "), d[" << c.j << "]);\n";
-    o << "    real* tp = " << t_row(n) << ";\n#pragma unroll\n    for (int j = 0; j < " << b2.dim()
-      << "; ++j) tp[j * " << b1.mul << "] = d[j];\n  }\n";
+    o << "#pragma unroll\n    for (int j = 0; j < " << b2.dim() << "; ++j) dgs[u * kQ + "
+      << L.q_offset[n] << " + j] = d[j];\n  }\n";
   }
-  o << "}\n";
+  // dZ of row k, edge-attribute block b2, for every receiver of the block: the paths reading b2.
+  o << "}\n\n__device__ void sc_backward_dz(int k, int b2, const real* w4, const real* dgs, "
+       "real* zs,\n                               real* zt) {\n  switch (b2) {\n";
+  for (std::size_t b = 0; b < p.in2().size(); ++b) {
+    const TpBlock& blk = p.in2()[b];
+    o << "    case " << b << ": {\n      real d[kRecvB][" << blk.dim() << "];\n#pragma unroll\n"
+      << "      for (int r = 0; r < kRecvB; ++r)\n#pragma unroll\n        for (int j = 0; j < "
+      << blk.dim() << "; ++j) d[r][j] = real(0);\n";
+    for (std::size_t n = 0; n < p.paths().size(); ++n) {
+      const TpPath& path = p.paths()[n];
+      if (path.in2 != int(b)) continue;
+      const int mul = p.in1()[std::size_t(path.in1)].mul;
+      o << "      {  // " << path.description << "\n"
+        << "        const real* wr = w4 + (long long)k * kNumWeights + " << path.weight_offset
+        << ";\n        for (int u0 = 0; u0 < " << mul << "; u0 += kWChunk) {\n"
+        << "          real w[kWChunk];\n#pragma unroll\n"
+        << "          for (int c = 0; c < kWChunk; ++c) w[c] = u0 + c < " << mul
+        << " ? sc_ldg(wr + u0 + c) : real(0);\n#pragma unroll\n"
+        << "          for (int c = 0; c < kWChunk; ++c) {\n            if (u0 + c >= " << mul
+        << ") break;\n#pragma unroll\n            for (int r = 0; r < kRecvB; ++r) {\n"
+        << "              const real* dg = dgs + (r * kMaxMul + u0 + c) * kQ + " << L.q_offset[n]
+        << ";\n#pragma unroll\n              for (int j = 0; j < " << blk.dim()
+        << "; ++j) d[r][j] = sc_madd(w[c], dg[j], d[r][j]);\n            }\n          }\n"
+        << "        }\n      }\n";
+    }
+    o << "#pragma unroll\n      for (int r = 0; r < kRecvB; ++r)\n#pragma unroll\n"
+      << "        for (int j = 0; j < " << blk.dim() << "; ++j) {\n"
+      << "          zs[(r * kHidden + k) * kDim2 + " << blk.offset << " + j] = d[r][j];\n"
+      << "          zt[(r * kDim2 + " << blk.offset << " + j) * kHidden + k] = d[r][j];\n"
+      << "        }\n      break;\n    }\n";
+  }
+  o << "  }\n}\n";
   return o.str();
 }
 
-std::string module_source(const TpProblem& p, const Layout& L, int hidden,
-                          const std::vector<long long>& t_offset) {
+std::string module_source(const TpProblem& p, const Layout& L, int hidden) {
   std::ostringstream o;
   o << "// Clebsch species-factored convolution of " << p.str() << ", hidden " << hidden << "\n"
     << templates::k_species_conv_args << "\ntypedef "
     << (p.dtype() == DType::kFloat64 ? "double" : "float") << " real;\n"
     << "constexpr int kHidden = " << hidden << ", kDim1 = " << p.dim_in1()
-    << ", kDim2 = " << p.dim_in2() << ", kDimOut = " << p.dim_out() << ";\n"
+    << ", kDim2 = " << p.dim_in2() << ", kDimOut = " << p.dim_out()
+    << ", kNumWeights = " << p.weight_numel() << ";\n"
     << "constexpr int kThreads = " << L.threads << ", kMaxMul = " << L.mul
-    << ", kAccLen = " << L.acc_len << ", kKPer = " << L.k_per << ", kJPad = " << L.j_pad
-    << ", kParts = " << L.parts << ", kKSeg = " << L.k_seg << ", kWarps = " << kWarps
-    << ", kScanThreads = " << kScanThreads << ";\n"
+    << ", kRecvF = " << L.recv.forward << ", kRecvB = " << L.recv.backward
+    << ", kTileEdges = " << kTileEdges << ", kAccLen = " << L.acc_len << ", kQ = " << L.q
+    << ", kZPer = " << L.z_per << ", kNumIn2 = " << p.in2().size() << ", kWChunk = " << kWChunk
+    << ";\n"
     << templates::k_species_conv << "\n"
-    << path_functions(p, L, t_offset);
+    << path_functions(p, L);
   return o.str();
 }
 
 }  // namespace
 
 SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType dtype, int hidden)
-    : backend_(backend), dtype_(dtype) {
+    : backend_(backend) {
   const std::string what = "species-factored convolution of " + tp.str();
   if (hidden < 1) throw CapacityError(what + ": no hidden rows");
   const TpProblem p = TpProblem::from_tensor_product(tp, dtype, Accumulation::kDeterministic);
   if (p.paths().empty()) throw CapacityError(what + ": no path");
-  const Layout L = layout_of(p, hidden, what);
-  std::vector<long long> t_offset;
-  for (const TpPath& path : p.paths()) {
-    const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)];
-    t_offset.push_back(t_per_slot_);
-    paths_.push_back({path.weight_offset, b1.mul, b2.offset, b2.dim(), t_per_slot_});
-    t_per_slot_ += static_cast<long long>(b1.mul) * b2.dim();
-  }
-  for (const TpBlock& blk : p.in2()) in2_blocks_.emplace_back(blk.offset, blk.dim());
+  const Layout L = layout_of(p, hidden, dtype, what);
+  const std::size_t most = std::max(L.forward_bytes, L.backward_bytes);
+  if (most > std::size_t(backend.limits().max_shared_per_block))
+    throw CapacityError(what + ": " + std::to_string(most) +
+                        " bytes of shared memory per block, above the device's " +
+                        std::to_string(backend.limits().max_shared_per_block));
   threads_ = unsigned(L.threads);
+  recv_forward_ = unsigned(L.recv.forward), recv_backward_ = unsigned(L.recv.backward);
+  forward_bytes_ = unsigned(L.forward_bytes), backward_bytes_ = unsigned(L.backward_bytes);
   hidden_ = hidden, dim_in2_ = p.dim_in2(), dim_out_ = p.dim_out(), value_bytes_ = size_of(dtype);
-  num_weights_ = p.weight_numel();
-  // CLEBSCH_SPECIES_SPLIT=0|1 (A/B runs): the backward's edge stage as one kernel or two.
-  if (const char* env = std::getenv("CLEBSCH_SPECIES_SPLIT"))
-    split_edges_ = std::strcmp(env, "0") != 0;
-  source_ = module_source(p, L, hidden, t_offset);
-  const std::string name = "clebsch_species_conv_" + p.hash_hex() + "_h" + std::to_string(hidden);
-  std::vector<KernelSpec> kernels;
-  // Shuffles or block barriers (the emulator runs these as fibers), then plain kernels.
-  for (const char* k : {"count", "scan", "label", "z", "edges", "edges_h", "edges_y"})
-    kernels.push_back({std::string("clebsch_species_conv_") + k, "SpeciesConvArgs", true, 0});
-  for (const char* k : {"out", "dt"})
-    kernels.push_back({std::string("clebsch_species_conv_") + k, "SpeciesConvArgs", false, 0});
-  module_ = backend_.load({name + ".cu", source_, kernels});
+  source_ = module_source(p, L, hidden);
+  auto opt_in = [](unsigned bytes) { return bytes > 48 * 1024 ? bytes : 0u; };
+  module_ = backend_.load(
+      {"clebsch_species_conv_" + p.hash_hex() + "_h" + std::to_string(hidden) + ".cu",
+       source_,
+       {{"clebsch_species_conv_forward", "SpeciesConvArgs", true, opt_in(forward_bytes_)},
+        {"clebsch_species_conv_backward", "SpeciesConvArgs", true, opt_in(backward_bytes_)}}});
   status_ = static_cast<unsigned*>(backend_.allocate(sizeof(unsigned)));
   backend_.memset(status_, 0, sizeof(unsigned), nullptr);
-  slot_ptr_.bind(backend_), slot_species_.bind(backend_), present_.bind(backend_);
-  rows_.bind(backend_);
-  slot_ptr_.name("species conv: slot offsets", BufferScale::kAtom);
-  slot_species_.name("species conv: slot species", BufferScale::kAtom);
-  present_.name("species conv: species present", BufferScale::kFixed);
-  rows_.name("species conv: Z and T rows per slot", BufferScale::kAtom);
 }
 
 SpeciesConv::~SpeciesConv() { backend_.free(status_); }
 
-void SpeciesConv::run(const GenericKernels& gk, Stream stream, Pass pass, const ConvBuffers& b,
-                      const void* table, const int* species, int num_species) {
+void SpeciesConv::run(Stream stream, Pass pass, const ConvBuffers& b, const void* table,
+                      const int* species, int num_species) const {
   const bool forward = pass == Pass::kForward;
   if (!forward && pass != Pass::kBackward)
     throw CapacityError("species-factored convolution: forward and backward only");
@@ -207,103 +256,28 @@ void SpeciesConv::run(const GenericKernels& gk, Stream stream, Pass pass, const 
       (forward ? !b.out : (!b.grad_out || (edges && (!b.grad_h || !b.grad_y)))))
     throw CapacityError("species-factored convolution: a buffer is missing");
   if (b.grad_x) throw CapacityError("species-factored convolution: no dE/dx (x is a table)");
-  const long long R = b.num_receivers, E = b.num_edges;
   SpeciesConvArgs a{};
-  a.table = table, a.species = species, a.h = b.h, a.y = b.y, a.g = b.grad_out;
+  a.table = table, a.species = species, a.h = b.h, a.w4 = b.w4, a.y = b.y, a.g = b.grad_out;
   a.out = b.out, a.grad_h = b.grad_h, a.grad_y = b.grad_y, a.sender = b.sender;
   a.ptr = b.receiver_ptr, a.order = b.receiver_order, a.status = status_;
-  a.num_edges = E, a.num_senders = b.num_senders, a.num_receivers = R;
+  a.num_edges = b.num_edges, a.num_senders = b.num_senders, a.num_receivers = b.num_receivers;
   a.num_species = num_species, a.accumulate_grad_y = b.accumulate_grad_y ? 1 : 0;
-  slot_ptr_.resize(std::size_t(R) + 1);
-  a.slot_ptr = slot_ptr_.data();
-
-  auto launch = [&](const char* kernel, unsigned grid, unsigned threads, double bytes, double flops,
-                    unsigned shared = 0) {
-    LaunchDims d;
-    d.grid_x = grid, d.threads = threads, d.shared_bytes = shared;
-    if (backend_.kernel_timing()) backend_.set_timing_floor(bytes, flops);
-    backend_.launch(module_->kernel(std::string("clebsch_species_conv_") + kernel), d, stream, a);
-  };
-  const unsigned warp_grid = unsigned((R + kWarps - 1) / kWarps), warp_threads = 32 * kWarps;
-  const double vb = value_bytes_, idx = double(sizeof(int));
-  // The slots: per receiver its number of species, then their offsets; the number of slots
-  // (which sizes the GEMMs) and the species among all senders come back in one download, the
-  // one synchronisation. The rows are sized for every receiver having every species present
-  // (at least the slots; it grows with the atoms for a given composition, as the ledger says).
-  const std::size_t words = std::size_t(num_species + 31) / 32;
-  present_.resize(words + 1);
-  a.present = present_.data();
-  backend_.memset(present_.data(), 0, words * sizeof(unsigned), stream);
-  launch("count", warp_grid, warp_threads, idx * (3.0 * E + R), 0);
-  launch("scan", 1, kScanThreads, idx * 2.0 * R, 0, kScanThreads * sizeof(int));
-  std::vector<unsigned> mask(words + 1);
-  backend_.download(mask.data(), present_.data(), mask.size() * sizeof(unsigned), stream);
-  const long long S = mask[words];
-  long long in_system = 0;
-  for (std::size_t w = 0; w < words; ++w) in_system += __builtin_popcount(mask[w]);
-  const long long capacity = std::max<long long>(R * in_system, S);
-  const long long z_values = S * dim_in2_ * hidden_, t_values = S * t_per_slot_;
-  slot_species_.resize(std::size_t(std::max<long long>(capacity, 1)));
-  rows_.resize(std::size_t((capacity * (dim_in2_ * hidden_ + t_per_slot_) * value_bytes_ + 7) / 8));
-  a.slot_species = slot_species_.data(), a.num_slots = S;
-  unsigned char* base = reinterpret_cast<unsigned char*>(rows_.data());
-  a.z = base, a.t = base + z_values * value_bytes_;
-
-  // W4's columns of path n: B(k, u) = W4[k][w_col + u] (forward) or its transpose.
-  auto w4_at = [&](const PathGemm& q) {
-    return static_cast<const unsigned char*>(b.w4) + std::size_t(q.w_col) * value_bytes_;
-  };
-  auto z_at = [&](const PathGemm& q) {
-    return base + std::size_t(S * q.in2_offset * hidden_) * value_bytes_;
-  };
-  auto t_at = [&](const PathGemm& q) {
-    return base + std::size_t(z_values + S * q.t_offset) * value_bytes_;
-  };
-  const double row_bytes = vb * E * (hidden_ + dim_in2_);
-  if (forward) {
-    launch("z", warp_grid, warp_threads, row_bytes + vb * z_values, 2.0 * E * hidden_ * dim_in2_);
-    if (S > 0)
-      for (const PathGemm& q : paths_) {
-        // T_p = Z_b W4[:, cols of p]: (S dim_b) x mul on hidden.
-        GemmArgs g{};
-        g.a = z_at(q), g.b = w4_at(q), g.c = t_at(q);
-        g.m = S * q.in2_dim, g.n = q.mul, g.k = hidden_, g.batch = 1;
-        g.lda = hidden_, g.a_col = 1, g.ldb = num_weights_, g.b_col = 1, g.ldc = q.mul, g.c_col = 1;
-        g.alpha = 1, g.beta = 0;
-        gk.gemm(dtype_, g, stream);
-      }
-    launch("out", unsigned(R), threads_, vb * (t_values + R * dim_out_), 0);
-  } else {
-    launch("label", warp_grid, warp_threads, idx * (3.0 * E + R + S), 0);
-    launch("dt", unsigned(R), threads_, vb * (t_values + R * dim_out_), 0);
-    std::vector<bool> started(std::size_t(dim_in2_), false);
-    if (S > 0)
-      for (const PathGemm& q : paths_) {
-        // dZ_b (+)= dT_p W4[:, cols of p]^T: (S dim_b) x hidden on mul.
-        GemmArgs g{};
-        g.a = t_at(q), g.b = w4_at(q), g.c = z_at(q);
-        g.m = S * q.in2_dim, g.n = hidden_, g.k = q.mul, g.batch = 1;
-        g.lda = q.mul, g.a_col = 1, g.ldb = 1, g.b_col = num_weights_, g.ldc = hidden_, g.c_col = 1;
-        g.alpha = 1, g.beta = started[std::size_t(q.in2_offset)] ? 1 : 0;
-        started[std::size_t(q.in2_offset)] = true;
-        gk.gemm(dtype_, g, stream);
-      }
-    // An attribute block no path reads gets no dZ rows from the GEMMs: zeros.
-    for (const auto& [offset, dim] : in2_blocks_)
-      if (S > 0 && !started[std::size_t(offset)])
-        backend_.memset(base + std::size_t(S * offset * hidden_) * value_bytes_, 0,
-                        std::size_t(S * dim * hidden_) * value_bytes_, stream);
-    if (split_edges_) {
-      // Two passes over the edges, each lane keeping half the dZ values (more warps resident).
-      launch("edges_h", warp_grid, warp_threads, vb * E * (hidden_ + dim_in2_) + vb * z_values,
-             2.0 * E * hidden_ * dim_in2_);
-      launch("edges_y", warp_grid, warp_threads, vb * E * (hidden_ + dim_in2_) + vb * z_values,
-             2.0 * E * hidden_ * dim_in2_);
-    } else {
-      launch("edges", warp_grid, warp_threads, 2 * row_bytes + vb * z_values,
-             4.0 * E * hidden_ * dim_in2_);
-    }
+  LaunchDims d;
+  const unsigned recv = forward ? recv_forward_ : recv_backward_;
+  d.grid_x = unsigned((b.num_receivers + recv - 1) / recv);
+  d.threads = threads_;
+  d.shared_bytes = forward ? forward_bytes_ : backward_bytes_;
+  if (backend_.kernel_timing()) {
+    // Floor: the per-edge rows read (h, Y; the backward also writes dE/dh and dE/dY) and the
+    // receivers' rows written (forward) or read (backward) once.
+    const double E = double(b.num_edges), R = double(b.num_receivers);
+    const double row = double(hidden_ + dim_in2_);
+    const double bytes = value_bytes_ * (E * row * (forward ? 1 : 2) + R * dim_out_);
+    backend_.set_timing_floor(bytes, 2.0 * E * hidden_ * dim_in2_ * (forward ? 1 : 2));
   }
+  backend_.launch(
+      module_->kernel(forward ? "clebsch_species_conv_forward" : "clebsch_species_conv_backward"),
+      d, stream, a);
 }
 
 unsigned SpeciesConv::take_status(Stream stream) {

@@ -3,8 +3,7 @@
 // The species-factored convolution (templates/species_conv.cuh.in): the uvu convolution of a
 // layer whose sender features are a per-species table (MACE's first layer) and whose weights
 // are W = h W4 from the radial MLP's last hidden rows, computed as per-receiver sums
-// Z = sum_e Y_e (x) h_e contracted with W4 once per receiver and species (a dense GEMM over those
-// slots, on GenericKernels), instead of W per edge.
+// Z = sum_e h_e (x) Y_e contracted with W4 once per receiver and species, instead of W per edge.
 // Same inputs and outputs as ConvRunner's fused radial form (ConvBuffers h, w4, y, grad_h,
 // grad_y), exact to rounding, deterministic (fixed summation order) in either accumulation mode.
 // Forward and backward only; no dE/dx (the table is a constant).
@@ -12,18 +11,13 @@
 
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
-#include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/device_backend.h"
 #include "clebsch/cuda/device/dtype.h"
 #include "clebsch/cuda/generator/tp_launcher.h"
 #include "clebsch/o3/tensor_product.h"
 
 namespace clebsch::cuda {
-
-class GenericKernels;
 
 class SpeciesConv {
  public:
@@ -39,11 +33,9 @@ class SpeciesConv {
   /// Pass::kForward (b.out) or Pass::kBackward (b.grad_h and b.grad_y, from b.grad_out) over the
   /// receivers of @p b (its receiver CSR), with the senders' features table[species[sender]]:
   /// @p table [num_species][dim_in1], @p species [b.num_senders]. b.x, b.w and b.grad_x are not
-  /// read. The W4 contractions run on @p gk (its GEMM routes). Synchronises @p stream once, for
-  /// the number of slots (the scratch rows grow to fit it). @throws CapacityError for another
-  /// pass or a missing buffer.
-  void run(const GenericKernels& gk, Stream stream, Pass pass, const ConvBuffers& b,
-           const void* table, const int* species, int num_species);
+  /// read. @throws CapacityError for another pass or a missing buffer.
+  void run(Stream stream, Pass pass, const ConvBuffers& b, const void* table, const int* species,
+           int num_species) const;
   /// Synchronises, returns and clears the status word (bit 0: edges skipped for an index or a
   /// species out of range).
   unsigned take_status(Stream stream);
@@ -54,23 +46,10 @@ class SpeciesConv {
   DeviceBackend& backend_;
   std::string source_;
   std::unique_ptr<DeviceModule> module_;
-  DType dtype_;
-  unsigned threads_ = 0;
-  int hidden_ = 0, dim_in2_ = 0, dim_out_ = 0, value_bytes_ = 0, num_weights_ = 0;
-  /// Per path: its weights' first column in W4, multiplicity, attribute block (offset, dimension)
-  /// and its T rows' offset per slot.
-  struct PathGemm {
-    int w_col, mul, in2_offset, in2_dim;
-    long long t_offset;
-  };
-  std::vector<PathGemm> paths_;
-  std::vector<std::pair<int, int>> in2_blocks_;  // (offset, dimension) of each attribute block
-  long long t_per_slot_ = 0;
-  bool split_edges_ = false;
+  unsigned threads_ = 0, recv_forward_ = 0, recv_backward_ = 0, forward_bytes_ = 0,
+           backward_bytes_ = 0;
+  int hidden_ = 0, dim_in2_ = 0, dim_out_ = 0, value_bytes_ = 0;
   unsigned* status_ = nullptr;
-  DeviceArray<int> slot_ptr_, slot_species_;
-  DeviceArray<unsigned> present_;
-  DeviceArray<double> rows_;  // Z then T (or dT then dZ): slots x (kDim2 x kHidden + t_per_slot_)
 };
 
 }  // namespace clebsch::cuda

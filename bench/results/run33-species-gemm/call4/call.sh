@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run 33 call 4: the species-factored first layer with its W4 contraction as GEMMs over the
-# (receiver, species) slots (v4) beside main's v3 (one build each), at 10k atoms; v4 with the
+# Run 33 call 4 (not run in session 33: no device was lent; run it from branch species-gemm):
+# the species-factored first layer with its W4 contraction as GEMMs over the (receiver, species)
+# slots (v4) beside main's v3 (one build each), at 10k atoms; v4 with the
 # backward's edge stage split in two (CLEBSCH_SPECIES_SPLIT=1); v4's GPU tests; the MP-0-sized
 # model at 2k atoms against mace-torch float64 with v4. Cut to the tests and v4 beside v3: little
 # device time was left (the split variant and the 2k check dropped).
