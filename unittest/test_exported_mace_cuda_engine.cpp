@@ -314,11 +314,21 @@ TEST(MaceCudaEngine, TheFusedRadialFormMatchesTheHostEngine) {
 }
 
 // The first layer in the species-factored form (CudaEngineOptions::species_factored, the
-// default: species_conv.h) against the host engine in float64 and with the form off, on every
-// fixture model (its radial MLP ends in a linear layer: the form must engage, which the kernel
-// records show): both modes, one batch and batches of a third of the edges with the rows kept
-// and made again per batch (kept_rows kBatch), float32 within model-spec §5's band.
+// default: species_factored_conv.h), in both its forms (CLEBSCH_SPECIES_FORM block and gemm),
+// against the host engine in float64 and with the form off, on every fixture model (its radial
+// MLP ends in a linear layer: the form must engage, which the kernel records show): both modes,
+// one batch and batches of a third of the edges with the rows kept and made again per batch
+// (kept_rows kBatch), float32 within model-spec §5's band.
 TEST(MaceCudaEngine, TheSpeciesFactoredFirstLayerMatchesTheHostEngine) {
+  // The form the caller chose for the other tests, set again after each case.
+  const char* outer = std::getenv("CLEBSCH_SPECIES_FORM");
+  const std::string outer_form = outer ? outer : "";
+  auto restore_form = [&] {
+    if (outer_form.empty())
+      unsetenv("CLEBSCH_SPECIES_FORM");
+    else
+      setenv("CLEBSCH_SPECIES_FORM", outer_form.c_str(), 1);
+  };
   for (const std::string& be : backends())
     for (const Case& c : mace_cases()) {
       MaceEngine host(c.model, Precision::kFloat64);
@@ -331,10 +341,12 @@ TEST(MaceCudaEngine, TheSpeciesFactoredFirstLayerMatchesTheHostEngine) {
            {std::tuple{true, std::size_t(0), KeptRows::kAuto},
             std::tuple{false, std::size_t(0), KeptRows::kAuto},
             std::tuple{true, third, KeptRows::kAuto}, std::tuple{true, third, KeptRows::kBatch}})
-        for (bool on : {true, false}) {
+        for (const char* form : {"block", "gemm", ""}) {
+          const bool on = *form != '\0';
           SCOPED_TRACE(be + " " + c.name + (det ? " deterministic" : " atomic") + " batch " +
                        std::to_string(batch) + (rows == KeptRows::kBatch ? " batch rows" : "") +
-                       (on ? " species-factored" : " as the other layers"));
+                       (on ? std::string(" species-factored, ") + form : " as the other layers"));
+          if (on) setenv("CLEBSCH_SPECIES_FORM", form, 1);
           CudaEngineOptions o;
           o.deterministic = det, o.edge_batch = batch, o.kept_rows = rows;
           o.species_factored = on;
@@ -351,12 +363,17 @@ TEST(MaceCudaEngine, TheSpeciesFactoredFirstLayerMatchesTheHostEngine) {
           o.backend->set_kernel_timing(false);
           EXPECT_EQ(launches > 0, on) << launches << " species-factored launches";
           expect_close(r, ref, s.n(), tolerance(Precision::kFloat64));
+          restore_form();
         }
-      SCOPED_TRACE(be + " " + c.name + " float32");
-      auto dev = engine_for(c.model, Precision::kFloat32, be);
-      EngineResult r;
-      dev->compute(graph_of(s), r, nullptr);
-      expect_within_float32_band(r, ref, s.n());
+      for (const char* form : {"block", "gemm"}) {
+        SCOPED_TRACE(be + " " + c.name + " float32, " + form);
+        setenv("CLEBSCH_SPECIES_FORM", form, 1);
+        auto dev = engine_for(c.model, Precision::kFloat32, be);
+        EngineResult r;
+        dev->compute(graph_of(s), r, nullptr);
+        expect_within_float32_band(r, ref, s.n());
+        restore_form();
+      }
     }
 }
 

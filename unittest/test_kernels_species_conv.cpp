@@ -1,11 +1,13 @@
 // Clebsch: equivariant interatomic potentials, natively. SPDX-License-Identifier: MIT
 //
-// The species-factored convolution (kernels/engine/species_conv.h) against the host convolution
+// The species-factored convolution in both forms (kernels/engine/species_factored_conv.h:
+// per-receiver blocks, GEMMs over slots) against the host convolution
 // (src/o3/convolution.h) fed with what it stands for: x[s] = table[species[s]] and W = h W4 per
 // edge, dE/dh = dE/dW W4^T. Float64 to round-off and float32 within its precision, on the
 // emulated backend always and on the CUDA backend when a GPU is present; products of MACE's
 // first layer and wider ones (sender features with l > 0, multiplicities that differ by block,
-// several paths into one block), graphs with empty receivers, mixed species and a CSR order.
+// several paths into one block, an edge-attribute block no path reads), graphs with empty
+// receivers, mixed species and a CSR order.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 #include "clebsch/cuda/device/device_array.h"
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/species_conv.h"
+#include "clebsch/cuda/engine/species_gemm_conv.h"
 #include "clebsch/cuda/generator/conv_shapes.h"
 #include "clebsch/o3/convolution.h"
 #include "clebsch/support/error.h"
@@ -45,6 +48,15 @@ class SpeciesConvTest : public ::testing::TestWithParam<std::string> {
   }
   std::unique_ptr<DeviceBackend> backend_;
 };
+
+// The forms by name: "block" (per-receiver blocks) and "gemm" (GEMMs over slots).
+const std::vector<std::string> kForms = {"block", "gemm"};
+
+std::unique_ptr<SpeciesFactoredConv> make_form(const std::string& form, DeviceBackend& be,
+                                               const TensorProduct& tp, DType dtype, int hidden) {
+  if (form == "gemm") return std::make_unique<SpeciesGemmConv>(be, tp, dtype, hidden);
+  return std::make_unique<SpeciesConv>(be, tp, dtype, hidden);
+}
 
 // The host reference of one case: out, dE/dY and dE/dh in float64.
 struct Reference {
@@ -78,8 +90,9 @@ Reference host_reference(const TensorProduct& tp, const EdgeIndex& edges,
 }
 
 template <class T>
-void check_case(SpeciesConvTest& t, DeviceBackend& be, const TensorProduct& tp, int H,
-                int num_edges, bool sorted, double tol) {
+void check_case(SpeciesConvTest& t, DeviceBackend& be, const GenericKernels& gk,
+                const std::string& form, const TensorProduct& tp, int H, int num_edges, bool sorted,
+                double tol) {
   constexpr int kNodes = 23, kSpecies = 3;
   const test::Graph g = test::random_graph(kNodes, num_edges, sorted, 11);
   const EdgeIndex edges(kNodes, kNodes, g.sender, g.receiver);
@@ -95,7 +108,7 @@ void check_case(SpeciesConvTest& t, DeviceBackend& be, const TensorProduct& tp, 
   const auto go = test::rounded<T>(test::randn(std::size_t(kNodes) * tp.dim_out(), 4));
   const Reference ref = host_reference(tp, edges, table, species, y, h, w4, go, H);
 
-  SpeciesConv conv(be, tp, dtype_of<T>(), H);
+  const auto conv = make_form(form, be, tp, dtype_of<T>(), H);
   auto dtable = t.up_as<T>(table), dy = t.up_as<T>(y), dh = t.up_as<T>(h), dw4 = t.up_as<T>(w4),
        dgo = t.up_as<T>(go);
   auto dsp = t.up<int>(species), dsnd = t.up<int>(g.sender), dptr = t.up<int>(edges.receiver_ptr()),
@@ -109,9 +122,9 @@ void check_case(SpeciesConvTest& t, DeviceBackend& be, const TensorProduct& tp, 
   b.receiver_order = sorted ? nullptr : dord.data();
   b.h = dh.data(), b.w4 = dw4.data(), b.y = dy.data(), b.grad_out = dgo.data();
   b.out = out.data(), b.grad_h = gh.data(), b.grad_y = gy.data();
-  conv.run(nullptr, Pass::kForward, b, dtable.data(), dsp.data(), kSpecies);
-  conv.run(nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
-  EXPECT_EQ(conv.take_status(nullptr), 0u);
+  conv->run(gk, nullptr, Pass::kForward, b, dtable.data(), dsp.data(), kSpecies);
+  conv->run(gk, nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
+  EXPECT_EQ(conv->take_status(nullptr), 0u);
   auto dl = [](const DeviceArray<T>& a) {
     const std::vector<T> v = a.download();
     return std::vector<double>(v.begin(), v.end());
@@ -125,7 +138,7 @@ void check_case(SpeciesConvTest& t, DeviceBackend& be, const TensorProduct& tp, 
   for (std::size_t i = 0; i < y.size(); ++i) want[i] = base[i] + ref.gy[i];
   gy.upload(std::vector<T>(base.begin(), base.end()));
   b.accumulate_grad_y = true;
-  conv.run(nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
+  conv->run(gk, nullptr, Pass::kBackward, b, dtable.data(), dsp.data(), kSpecies);
   EXPECT_LE(test::rel_error(dl(gy), want), tol * 4);
 }
 
@@ -155,21 +168,27 @@ TEST_P(SpeciesConvTest, MatchesTheHostConvolutionOfTheTableAndHW4) {
       {"SummedPaths",
        summed_tensor_product(Irreps("6x0o+6x0e+6x1o+6x1e+6x2e"), Irreps("0e+1o+2e"),
                              Irreps("6x0e+6x1o+6x1e+6x2e")),
-       8}};
-  // Receivers a block, forward and backward: the defaults, and four and one (a last block of
-  // 3 of the 23 receivers; CLEBSCH_SPECIES_RECV is read when the module is built).
-  for (const char* recv : {"", "4,1"})
+       8},
+      // An edge-attribute block (2e) that no path reads: its dE/dY is zero.
+      {"UnreadAttributes",
+       conv_tensor_product(Irreps("8x0e"), Irreps("0e+1o+2e"), Irreps("8x0e+8x1o")), 40}};
+  const GenericKernels gk(*backend_);
+  // The block form's receivers a block, forward and backward: the defaults, and four and one
+  // (a last block of 3 of the 23 receivers; CLEBSCH_SPECIES_RECV is read when the module is
+  // built). The GEMM form has no such choice.
+  for (const auto& [form, recv] :
+       {std::pair{"block", ""}, std::pair{"block", "4,1"}, std::pair{"gemm", ""}})
     for (const Case& c : cases)
       for (auto [edges_n, sorted] : {std::tuple{150, true}, std::tuple{90, false}}) {
-        SCOPED_TRACE(c.name + ", " + std::to_string(edges_n) + " edges" +
-                     (sorted ? ", sorted" : ", CSR order") + ", receivers a block " +
+        SCOPED_TRACE(std::string(form) + " form, " + c.name + ", " + std::to_string(edges_n) +
+                     " edges" + (sorted ? ", sorted" : ", CSR order") + ", receivers a block " +
                      (*recv ? recv : "default"));
         if (*recv)
           setenv("CLEBSCH_SPECIES_RECV", recv, 1);
         else
           unsetenv("CLEBSCH_SPECIES_RECV");
-        check_case<double>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 1e-12);
-        check_case<float>(*this, *backend_, c.tp, c.hidden, edges_n, sorted, 2e-5);
+        check_case<double>(*this, *backend_, gk, form, c.tp, c.hidden, edges_n, sorted, 1e-12);
+        check_case<float>(*this, *backend_, gk, form, c.tp, c.hidden, edges_n, sorted, 2e-5);
       }
   unsetenv("CLEBSCH_SPECIES_RECV");
 }
@@ -182,11 +201,14 @@ TEST_P(SpeciesConvTest, RefusesProductsOutsideItsForm) {
                                  {Instruction(0, 0, 0, ConnectionMode::kUvu, true),
                                   Instruction(0, 1, 1, ConnectionMode::kUvu, false)},
                                  o);
-  EXPECT_THROW(SpeciesConv(*backend_, weightless, DType::kFloat64, 16), CapacityError);
   const TensorProduct mul2(Irreps("8x0e"), Irreps("2x1o"), Irreps("8x1o"),
                            {Instruction(0, 0, 0, ConnectionMode::kUvu, true)}, o);
-  EXPECT_THROW(SpeciesConv(*backend_, mul2, DType::kFloat64, 16), CapacityError);
-  EXPECT_THROW(SpeciesConv(*backend_, mul2, DType::kFloat64, 0), CapacityError);
+  for (const std::string& form : kForms) {
+    SCOPED_TRACE(form);
+    EXPECT_THROW(make_form(form, *backend_, weightless, DType::kFloat64, 16), CapacityError);
+    EXPECT_THROW(make_form(form, *backend_, mul2, DType::kFloat64, 16), CapacityError);
+    EXPECT_THROW(make_form(form, *backend_, mul2, DType::kFloat64, 0), CapacityError);
+  }
 }
 
 // A sender whose species is outside the table: its edges are skipped and reported, nothing is
@@ -194,19 +216,23 @@ TEST_P(SpeciesConvTest, RefusesProductsOutsideItsForm) {
 TEST_P(SpeciesConvTest, ReportsASpeciesOutsideTheTable) {
   const TensorProduct tp =
       conv_tensor_product(Irreps("8x0e"), Irreps("0e+1o"), Irreps("8x0e+8x1o"));
-  SpeciesConv conv(*backend_, tp, DType::kFloat64, 8);
-  const std::vector<int> species = {0, 5}, sender = {0, 1}, ptr = {0, 2};
-  auto dsp = up<int>(species), dsnd = up<int>(sender), dptr = up<int>(ptr);
-  auto dtable = up<double>(test::randn(tp.dim_in1(), 1)), dy = up<double>(test::randn(8, 2)),
-       dh = up<double>(test::randn(16, 3)), dw4 = up<double>(test::randn(8 * 16, 4));
-  DeviceArray<double> out(*backend_, tp.dim_out());
-  ConvBuffers b;
-  b.num_senders = 2, b.num_receivers = 1, b.num_edges = 2;
-  b.sender = dsnd.data(), b.receiver_ptr = dptr.data();
-  b.h = dh.data(), b.w4 = dw4.data(), b.y = dy.data(), b.out = out.data();
-  conv.run(nullptr, Pass::kForward, b, dtable.data(), dsp.data(), 1);
-  EXPECT_EQ(conv.take_status(nullptr), 1u);
-  for (double v : out.download()) EXPECT_TRUE(std::isfinite(v));
+  const GenericKernels gk(*backend_);
+  for (const std::string& form : kForms) {
+    SCOPED_TRACE(form);
+    const auto conv = make_form(form, *backend_, tp, DType::kFloat64, 8);
+    const std::vector<int> species = {0, 5}, sender = {0, 1}, ptr = {0, 2};
+    auto dsp = up<int>(species), dsnd = up<int>(sender), dptr = up<int>(ptr);
+    auto dtable = up<double>(test::randn(tp.dim_in1(), 1)), dy = up<double>(test::randn(8, 2)),
+         dh = up<double>(test::randn(16, 3)), dw4 = up<double>(test::randn(8 * 16, 4));
+    DeviceArray<double> out(*backend_, tp.dim_out());
+    ConvBuffers b;
+    b.num_senders = 2, b.num_receivers = 1, b.num_edges = 2;
+    b.sender = dsnd.data(), b.receiver_ptr = dptr.data();
+    b.h = dh.data(), b.w4 = dw4.data(), b.y = dy.data(), b.out = out.data();
+    conv->run(gk, nullptr, Pass::kForward, b, dtable.data(), dsp.data(), 1);
+    EXPECT_EQ(conv->take_status(nullptr), 1u);
+    for (double v : out.download()) EXPECT_TRUE(std::isfinite(v));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, SpeciesConvTest, ::testing::Values("emulated", "cuda"),

@@ -172,12 +172,13 @@ MaceCuda<T, G>::MaceCuda(const model::Model& model, Precision precision,
       if (L.density) L.density_spline.upload(*in.density_spline);
     }
     // The first layer's senders carry per-species rows (hu0_table_): its convolution in the
-    // species-factored form where the radial MLP ends in a plain linear layer (species_conv.h:
-    // no per-edge weights, a fraction of the work); else as the other layers.
+    // species-factored form where the radial MLP ends in a plain linear layer
+    // (species_factored_conv.h: no per-edge weights, a fraction of the work); else as the other
+    // layers.
     if (t == 0 && species_factored && !L.spline && fused_radial_refusal(L.radial_mlp).empty()) {
       try {
         L.species_conv =
-            std::make_unique<SpeciesConv>(b, in.conv_tp.descriptor, dt_, L.radial_mlp.dim_hidden());
+            make_species_factored_conv(b, in.conv_tp.descriptor, dt_, L.radial_mlp.dim_hidden());
         L.fused = true;
       } catch (const CapacityError&) {
         // A product outside the form's shapes: the convolution below.
@@ -372,6 +373,7 @@ void MaceCuda<T, G>::name_buffers() {
     nm(Lp.Ml, l + "Ml (linear output)", A), nm(Lp.A, l + "A (skip output)", A);
     nm(Lp.Yc, l + "Y cut to the layer's l", E);
     Lp.radial_mlp.name_scratch(l + "radial MLP");
+    if (Lp.species_conv) Lp.species_conv->name_scratch(l + "species-factored convolution:");
     Lp.density_mlp.name_scratch(l + "density MLP");
   }
   for (std::size_t r = 0; r < readouts_.size(); ++r) {

@@ -166,7 +166,7 @@ void MaceCuda<T, G>::layer_backward(int t, Stream s) {
     if (!keep_rows_) b.memset(gy, 0, std::size_t(n) * nsh_ * sizeof(G), s);
     if (direct_gy) cb.grad_y = gy;
     if (Lp.species_conv)
-      Lp.species_conv->run(s, Pass::kBackward, cb, hu0_table_.data(), d_species_, S_);
+      Lp.species_conv->run(*gk_, s, Pass::kBackward, cb, hu0_table_.data(), d_species_, S_);
     else
       Lp.conv->run(s, Pass::kBackward, cb);
     if (!direct_gy) {

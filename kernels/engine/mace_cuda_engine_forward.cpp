@@ -117,7 +117,7 @@ void MaceCuda<T, G>::messages_forward(int t, std::size_t bt, const T* w, Stream 
   ConvBuffers cb = conv_buffers(Lp, bt, w);
   cb.out = Mraw_.data();
   if (Lp.species_conv)
-    Lp.species_conv->run(s, Pass::kForward, cb, hu0_table_.data(), d_species_, S_);
+    Lp.species_conv->run(*gk_, s, Pass::kForward, cb, hu0_table_.data(), d_species_, S_);
   else
     Lp.conv->run(s, Pass::kForward, cb);
   const NodeBatch nb = node_batch(bt);

@@ -22,7 +22,7 @@
 #include "clebsch/cuda/device/generic_kernels.h"
 #include "clebsch/cuda/engine/conv_runner.h"
 #include "clebsch/cuda/engine/cuda_engine_base.h"
-#include "clebsch/cuda/engine/species_conv.h"
+#include "clebsch/cuda/engine/species_factored_conv.h"
 #include "clebsch/cuda/nn/device_gate.h"
 #include "clebsch/cuda/nn/device_linear.h"
 #include "clebsch/cuda/nn/device_mlp.h"
@@ -102,9 +102,9 @@ struct Layer {
   DeviceMlp<T> radial_mlp, density_mlp;
   std::unique_ptr<ConvRunner> conv;
   // The first layer, whose senders' features are the per-species table hu0: its convolution in
-  // the species-factored form (species_conv.h; fused is then set, as it reads the same hidden
-  // rows and writes dE/dh), else conv.
-  std::unique_ptr<SpeciesConv> species_conv;
+  // the species-factored form (species_factored_conv.h; fused is then set, as it reads the same
+  // hidden rows and writes dE/dh), else conv.
+  std::unique_ptr<SpeciesFactoredConv> species_conv;
   double inv_avg = 1;
   int dim_in = 0, dim_edge = 0, dim_mid = 0, dim_target = 0, dim_hidden = 0, dim_y = 0;
   int numel = 0, C = 0, dim_b = 0;

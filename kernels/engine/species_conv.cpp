@@ -245,8 +245,8 @@ SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType 
 
 SpeciesConv::~SpeciesConv() { backend_.free(status_); }
 
-void SpeciesConv::run(Stream stream, Pass pass, const ConvBuffers& b, const void* table,
-                      const int* species, int num_species) const {
+void SpeciesConv::run(const GenericKernels&, Stream stream, Pass pass, const ConvBuffers& b,
+                      const void* table, const int* species, int num_species) {
   const bool forward = pass == Pass::kForward;
   if (!forward && pass != Pass::kBackward)
     throw CapacityError("species-factored convolution: forward and backward only");
