@@ -68,7 +68,7 @@ struct CudaEngineOptions {
   /// looped CG form use the stored weights either way.
   bool fused_spline = true;
   /// MACE: the first layer's convolution in the species-factored form (species_factored_conv.h;
-  /// CLEBSCH_SPECIES_FORM picks per-receiver blocks or GEMMs over slots), where
+  /// GEMMs over slots, or per-receiver blocks with CLEBSCH_SPECIES_FORM=block), where
   /// its radial MLP ends in a plain linear layer: the senders' features are a per-species table
   /// there, so the edges' hidden rows are summed per receiver and species against the harmonics
   /// and contracted with the MLP's last layer once per receiver, and no per-edge weight exists.

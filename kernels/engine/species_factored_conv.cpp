@@ -15,7 +15,7 @@ std::unique_ptr<SpeciesFactoredConv> make_species_factored_conv(DeviceBackend& b
                                                                 const TensorProduct& tp,
                                                                 DType dtype, int hidden) {
   const char* env = std::getenv("CLEBSCH_SPECIES_FORM");
-  const std::string form = env ? env : "block";
+  const std::string form = env ? env : "gemm";
   if (form == "gemm") return std::make_unique<SpeciesGemmConv>(backend, tp, dtype, hidden);
   if (form != "block") throw Error("CLEBSCH_SPECIES_FORM=" + form + ": expected block or gemm");
   return std::make_unique<SpeciesConv>(backend, tp, dtype, hidden);

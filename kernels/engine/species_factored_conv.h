@@ -8,7 +8,9 @@
 //     their own.
 // Both have the same inputs and outputs (those of ConvRunner's fused radial form with the
 // senders' features a per-species table) and are exact to rounding and deterministic.
-// make_species_factored_conv picks one: per-receiver blocks, unless CLEBSCH_SPECIES_FORM=gemm.
+// make_species_factored_conv picks one: GEMMs over slots, unless CLEBSCH_SPECIES_FORM=block
+// (run 34 on an H100, MACE-MP-0-medium-sized, 10k atoms: the step 24.3 -> 22.9 ms in float32,
+// 42.9 -> 40.6 in float64).
 #pragma once
 
 #include <memory>
@@ -43,7 +45,7 @@ class SpeciesFactoredConv {
   virtual const std::string& source() const = 0;
 };
 
-/// The form CLEBSCH_SPECIES_FORM names ("block" or "gemm"; per-receiver blocks when unset) for
+/// The form CLEBSCH_SPECIES_FORM names ("block" or "gemm"; GEMMs over slots when unset) for
 /// product
 /// @p tp with @p hidden hidden values per edge. @throws CapacityError where the product does not
 /// have the form's shape; Error for another CLEBSCH_SPECIES_FORM.
