@@ -136,16 +136,8 @@ std::string path_functions(const TpProblem& p, const Layout& L) {
         << "), g[r][" << c.j << "], acc[r][" << a0 + c.k << "]);\n";
     o << "    }\n  }\n";
   }
-  o << "}\n\n__device__ void sc_store_out(real* out, int u, const real (&acc)[kAccLen]) {\n";
-  for (std::size_t b = 0; b < p.out().size(); ++b) {
-    const TpBlock& bo = p.out()[b];
-    o << "  if (u < " << bo.mul << ") {\n";
-    for (int k = 0; k < bo.dim(); ++k)
-      o << "    out[" << bo.offset << " + u * " << bo.dim() << " + " << k << "] = acc["
-        << L.acc_offset[b] + k << "];\n";
-    o << "  }\n";
-  }
-  o << "}\n\n__device__ void sc_backward_dg(int u, const real* x, const real* g, real* dgs) {\n";
+  o << "}\n\n" << species_store_out_function(p, L.acc_offset, "sc_store_out");
+  o << "\n__device__ void sc_backward_dg(int u, const real* x, const real* g, real* dgs) {\n";
   for (std::size_t n = 0; n < p.paths().size(); ++n) {
     const TpPath& path = p.paths()[n];
     const TpBlock &b1 = p.in1()[std::size_t(path.in1)], &b2 = p.in2()[std::size_t(path.in2)],
@@ -217,7 +209,7 @@ std::string module_source(const TpProblem& p, const Layout& L, int hidden) {
 }  // namespace
 
 SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType dtype, int hidden)
-    : backend_(backend) {
+    : SpeciesFactoredConv(backend) {
   const std::string what = "species-factored convolution of " + tp.str();
   if (hidden < 1) throw CapacityError(what + ": no hidden rows");
   const TpProblem p = TpProblem::from_tensor_product(tp, dtype, Accumulation::kDeterministic);
@@ -239,23 +231,12 @@ SpeciesConv::SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType 
        source_,
        {{"clebsch_species_conv_forward", "SpeciesConvArgs", true, opt_in(forward_bytes_)},
         {"clebsch_species_conv_backward", "SpeciesConvArgs", true, opt_in(backward_bytes_)}}});
-  status_ = static_cast<unsigned*>(backend_.allocate(sizeof(unsigned)));
-  backend_.memset(status_, 0, sizeof(unsigned), nullptr);
 }
-
-SpeciesConv::~SpeciesConv() { backend_.free(status_); }
 
 void SpeciesConv::run(const GenericKernels&, Stream stream, Pass pass, const ConvBuffers& b,
                       const void* table, const int* species, int num_species) {
+  if (!check_run(pass, b, table, species)) return;
   const bool forward = pass == Pass::kForward;
-  if (!forward && pass != Pass::kBackward)
-    throw CapacityError("species-factored convolution: forward and backward only");
-  if (b.num_receivers == 0) return;
-  const bool edges = b.num_edges > 0;
-  if (!table || !species || !b.receiver_ptr || (edges && (!b.h || !b.w4 || !b.y || !b.sender)) ||
-      (forward ? !b.out : (!b.grad_out || (edges && (!b.grad_h || !b.grad_y)))))
-    throw CapacityError("species-factored convolution: a buffer is missing");
-  if (b.grad_x) throw CapacityError("species-factored convolution: no dE/dx (x is a table)");
   SpeciesConvArgs a{};
   a.table = table, a.species = species, a.h = b.h, a.w4 = b.w4, a.y = b.y, a.g = b.grad_out;
   a.out = b.out, a.grad_h = b.grad_h, a.grad_y = b.grad_y, a.sender = b.sender;
@@ -278,13 +259,6 @@ void SpeciesConv::run(const GenericKernels&, Stream stream, Pass pass, const Con
   backend_.launch(
       module_->kernel(forward ? "clebsch_species_conv_forward" : "clebsch_species_conv_backward"),
       d, stream, a);
-}
-
-unsigned SpeciesConv::take_status(Stream stream) {
-  unsigned v = 0;
-  backend_.download(&v, status_, sizeof v, stream);
-  backend_.memset(status_, 0, sizeof v, stream);
-  return v;
 }
 
 }  // namespace clebsch::cuda

@@ -23,23 +23,17 @@ class SpeciesConv final : public SpeciesFactoredConv {
   ///   weights, an edge-attribute block of multiplicity above 1, shared memory beyond the
   ///   device's), saying which; CudaError.
   SpeciesConv(DeviceBackend& backend, const TensorProduct& tp, DType dtype, int hidden);
-  ~SpeciesConv() override;
-  SpeciesConv(const SpeciesConv&) = delete;
-  SpeciesConv& operator=(const SpeciesConv&) = delete;
 
   void run(const GenericKernels& gk, Stream stream, Pass pass, const ConvBuffers& b,
            const void* table, const int* species, int num_species) override;
-  unsigned take_status(Stream stream) override;
   const std::string& source() const override { return source_; }
 
  private:
-  DeviceBackend& backend_;
   std::string source_;
   std::unique_ptr<DeviceModule> module_;
   unsigned threads_ = 0, recv_forward_ = 0, recv_backward_ = 0, forward_bytes_ = 0,
            backward_bytes_ = 0;
   int hidden_ = 0, dim_in2_ = 0, dim_out_ = 0, value_bytes_ = 0;
-  unsigned* status_ = nullptr;
 };
 
 }  // namespace clebsch::cuda

@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "clebsch/cuda/device/device_backend.h"
 #include "clebsch/cuda/device/dtype.h"
@@ -24,10 +25,13 @@
 namespace clebsch::cuda {
 
 class GenericKernels;
+class TpProblem;
 
 class SpeciesFactoredConv {
  public:
-  virtual ~SpeciesFactoredConv() = default;
+  virtual ~SpeciesFactoredConv();
+  SpeciesFactoredConv(const SpeciesFactoredConv&) = delete;
+  SpeciesFactoredConv& operator=(const SpeciesFactoredConv&) = delete;
   /// Pass::kForward (b.out) or Pass::kBackward (b.grad_h and b.grad_y, from b.grad_out) over the
   /// receivers of @p b (its receiver CSR), with the senders' features table[species[sender]]:
   /// @p table [num_species][dim_in1], @p species [b.num_senders]. b.x, b.w and b.grad_x are not
@@ -38,12 +42,28 @@ class SpeciesFactoredConv {
                    const void* table, const int* species, int num_species) = 0;
   /// Synchronises, returns and clears the status word (bit 0: edges skipped for an index or a
   /// species out of range).
-  virtual unsigned take_status(Stream stream) = 0;
+  unsigned take_status(Stream stream);
   /// Names the device buffers the form keeps between its kernels in the backend's ledger.
   virtual void name_scratch(const std::string& prefix) { (void)prefix; }
   /// The generated device source (for tests and register checks).
   virtual const std::string& source() const = 0;
+
+ protected:
+  /// Allocates the status word on @p backend.
+  explicit SpeciesFactoredConv(DeviceBackend& backend);
+  /// Checks a run's pass and buffers (@throws CapacityError naming what is wrong); false when
+  /// there is nothing to do (no receivers).
+  static bool check_run(Pass pass, const ConvBuffers& b, const void* table, const int* species);
+
+  DeviceBackend& backend_;
+  unsigned* status_ = nullptr;  // bit 0: edges skipped for an index or species out of range
 };
+
+/// Device source of both forms: `__device__ void NAME(real* out, int u, const real
+/// (&acc)[kAccLen])`, which stores channel u's accumulators (the output blocks' values one after
+/// another, block b's from @p acc_offset[b]) into a receiver's output row.
+std::string species_store_out_function(const TpProblem& p, const std::vector<int>& acc_offset,
+                                       const std::string& name);
 
 /// The form CLEBSCH_SPECIES_FORM names ("block" or "gemm"; GEMMs over slots when unset) for
 /// product

@@ -65,7 +65,7 @@ std::string double_lit(double c) { return "real(" + double_literal(c) + ")"; }
 
 SpeciesGemmConv::SpeciesGemmConv(DeviceBackend& backend, const TensorProduct& tp, DType dtype,
                                  int hidden)
-    : backend_(backend), dtype_(dtype) {
+    : SpeciesFactoredConv(backend), dtype_(dtype) {
   const std::string what = "species-factored convolution (GEMM form) of " + tp.str();
   if (hidden < 1) throw CapacityError(what + ": no hidden rows");
   const TpProblem p = TpProblem::from_tensor_product(tp, dtype, Accumulation::kDeterministic);
@@ -145,16 +145,8 @@ SpeciesGemmConv::SpeciesGemmConv(DeviceBackend& backend, const TensorProduct& tp
         << "), __ldg(tp + " << c.j * g.mul << "), acc[" << a0 + c.k << "]);\n";
     o << "  }\n";
   }
-  o << "}\n\n__device__ void sg_store_out(real* out, int u, const real (&acc)[kAccLen]) {\n";
-  for (std::size_t b = 0; b < p.out().size(); ++b) {
-    const TpBlock& bo = p.out()[b];
-    o << "  if (u < " << bo.mul << ") {\n";
-    for (int k = 0; k < bo.dim(); ++k)
-      o << "    out[" << bo.offset << " + u * " << bo.dim() << " + " << k << "] = acc["
-        << acc_offset[b] + k << "];\n";
-    o << "  }\n";
-  }
-  o << "}\n\n__device__ void sg_dt_paths(int u, const real* x, const real* g, real* t,\n"
+  o << "}\n\n" << species_store_out_function(p, acc_offset, "sg_store_out");
+  o << "\n__device__ void sg_dt_paths(int u, const real* x, const real* g, real* t,\n"
        "                            long long slot, long long slots) {\n";
   for (std::size_t n = 0; n < p.paths().size(); ++n) {
     const TpPath& path = p.paths()[n];
@@ -184,11 +176,7 @@ SpeciesGemmConv::SpeciesGemmConv(DeviceBackend& backend, const TensorProduct& tp
         {"clebsch_species_conv_gemm_dt", "SpeciesGemmArgs", false, 0},
         {"clebsch_species_conv_gemm_edges", "SpeciesGemmArgs", true, 0}}});
   marks_.bind(backend_), rows_.bind(backend_), slot_edges_.bind(backend_);
-  status_ = static_cast<unsigned*>(backend_.allocate(sizeof(unsigned)));
-  backend_.memset(status_, 0, sizeof(unsigned), nullptr);
 }
-
-SpeciesGemmConv::~SpeciesGemmConv() { backend_.free(status_); }
 
 void SpeciesGemmConv::name_scratch(const std::string& prefix) {
   marks_.name(prefix + " species present", BufferScale::kFixed);
@@ -270,15 +258,8 @@ void SpeciesGemmConv::gemm_backward(const GenericKernels& gk, const unsigned cha
 
 void SpeciesGemmConv::run(const GenericKernels& gk, Stream stream, Pass pass, const ConvBuffers& b,
                           const void* table, const int* species, int num_species) {
+  if (!check_run(pass, b, table, species)) return;
   const bool forward = pass == Pass::kForward;
-  if (!forward && pass != Pass::kBackward)
-    throw CapacityError("species-factored convolution: forward and backward only");
-  if (b.num_receivers == 0) return;
-  const bool edges = b.num_edges > 0;
-  if (!table || !species || !b.receiver_ptr || (edges && (!b.h || !b.w4 || !b.y || !b.sender)) ||
-      (forward ? !b.out : (!b.grad_out || (edges && (!b.grad_h || !b.grad_y)))))
-    throw CapacityError("species-factored convolution: a buffer is missing");
-  if (b.grad_x) throw CapacityError("species-factored convolution: no dE/dx (x is a table)");
   if (forward)
     prepare_species(stream, species, b.num_senders, num_species);
   else if (num_species > species_capacity_)
@@ -328,13 +309,6 @@ void SpeciesGemmConv::run(const GenericKernels& gk, Stream stream, Pass pass, co
   gemm_backward(gk, t, z, slots, b.w4, stream);
   set_floor(v * (2.0 * E * row + Sd * zrow), 4.0 * E * zrow);
   backend_.launch(module_->kernel("clebsch_species_conv_gemm_edges"), warps, stream, a);
-}
-
-unsigned SpeciesGemmConv::take_status(Stream stream) {
-  unsigned v = 0;
-  backend_.download(&v, status_, sizeof v, stream);
-  backend_.memset(status_, 0, sizeof v, stream);
-  return v;
 }
 
 }  // namespace clebsch::cuda

@@ -26,13 +26,9 @@ class SpeciesGemmConv final : public SpeciesFactoredConv {
   /// @throws CapacityError when the product does not have this form's shape (a path without
   ///   weights, an edge-attribute block of multiplicity above 1), saying which; CudaError.
   SpeciesGemmConv(DeviceBackend& backend, const TensorProduct& tp, DType dtype, int hidden);
-  ~SpeciesGemmConv() override;
-  SpeciesGemmConv(const SpeciesGemmConv&) = delete;
-  SpeciesGemmConv& operator=(const SpeciesGemmConv&) = delete;
 
   void run(const GenericKernels& gk, Stream stream, Pass pass, const ConvBuffers& b,
            const void* table, const int* species, int num_species) override;
-  unsigned take_status(Stream stream) override;
   void name_scratch(const std::string& prefix) override;
   const std::string& source() const override { return source_; }
 
@@ -49,7 +45,6 @@ class SpeciesGemmConv final : public SpeciesFactoredConv {
   void gemm_backward(const GenericKernels& gk, const unsigned char* t, unsigned char* z,
                      long long slots, const void* w4, Stream stream) const;
 
-  DeviceBackend& backend_;
   std::string source_;
   std::unique_ptr<DeviceModule> module_;
   DType dtype_;
@@ -64,7 +59,6 @@ class SpeciesGemmConv final : public SpeciesFactoredConv {
   DeviceArray<int> marks_;           // present, rank, slot_species, count: 3 * species + 1
   DeviceArray<unsigned char> rows_;  // Z then T
   DeviceArray<int> slot_edges_;
-  unsigned* status_ = nullptr;
 };
 
 }  // namespace clebsch::cuda
