@@ -64,13 +64,8 @@ Layout layout_of(const TpProblem& p, int hidden, DType dtype, const std::string&
     L.mul = std::max(L.mul, b.mul);
   }
   for (const TpBlock& b : p.in1()) L.mul = std::max(L.mul, b.mul);
+  check_species_paths(p, what);
   for (const TpPath& path : p.paths()) {
-    if (!path.has_weight)
-      throw CapacityError(what + ": path " + path.description +
-                          " has no weights; the species-factored form contracts W4");
-    if (p.in2()[std::size_t(path.in2)].mul != 1)
-      throw CapacityError(what + ": edge-attribute block of path " + path.description +
-                          " has multiplicity above 1");
     L.q_offset.push_back(L.q);
     L.q += p.in2()[std::size_t(path.in2)].dim();
   }

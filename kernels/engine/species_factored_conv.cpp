@@ -41,6 +41,17 @@ bool SpeciesFactoredConv::check_run(Pass pass, const ConvBuffers& b, const void*
   return true;
 }
 
+void check_species_paths(const TpProblem& p, const std::string& what) {
+  for (const TpPath& path : p.paths()) {
+    if (!path.has_weight)
+      throw CapacityError(what + ": path " + path.description +
+                          " has no weights; the species-factored form contracts W4");
+    if (p.in2()[std::size_t(path.in2)].mul != 1)
+      throw CapacityError(what + ": edge-attribute block of path " + path.description +
+                          " has multiplicity above 1");
+  }
+}
+
 std::string species_store_out_function(const TpProblem& p, const std::vector<int>& acc_offset,
                                        const std::string& name) {
   std::ostringstream o;

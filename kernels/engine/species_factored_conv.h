@@ -59,6 +59,10 @@ class SpeciesFactoredConv {
   unsigned* status_ = nullptr;  // bit 0: edges skipped for an index or species out of range
 };
 
+/// The product shape both forms need: every path with weights, every edge-attribute block of
+/// multiplicity 1. @throws CapacityError naming the path, prefixed by @p what.
+void check_species_paths(const TpProblem& p, const std::string& what);
+
 /// Device source of both forms: `__device__ void NAME(real* out, int u, const real
 /// (&acc)[kAccLen])`, which stores channel u's accumulators (the output blocks' values one after
 /// another, block b's from @p acc_offset[b]) into a receiver's output row.

@@ -84,15 +84,10 @@ SpeciesGemmConv::SpeciesGemmConv(DeviceBackend& backend, const TensorProduct& tp
     block_offset_.push_back(b.offset);
     block_dim_.push_back(b.dim());
   }
+  check_species_paths(p, what);
   block_first_path_.assign(p.in2().size(), -1);
   for (std::size_t n = 0; n < p.paths().size(); ++n) {
     const TpPath& path = p.paths()[n];
-    if (!path.has_weight)
-      throw CapacityError(what + ": path " + path.description +
-                          " has no weights; the species-factored form contracts W4");
-    if (p.in2()[std::size_t(path.in2)].mul != 1)
-      throw CapacityError(what + ": edge-attribute block of path " + path.description +
-                          " has multiplicity above 1");
     const int mul = p.in1()[std::size_t(path.in1)].mul;
     paths_.push_back(
         {path.in2, block_dim_[std::size_t(path.in2)], mul, path.weight_offset, t_per_slot_});

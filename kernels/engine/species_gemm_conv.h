@@ -32,13 +32,13 @@ class SpeciesGemmConv final : public SpeciesFactoredConv {
   void name_scratch(const std::string& prefix) override;
   const std::string& source() const override { return source_; }
 
+ private:
   /// What the GEMMs need of each path: its attribute block and the columns of W4 it reads.
   struct PathGemm {
     int block, dim, mul, weight_offset;
     long long t_offset;  // its T rows' first value, per slot
   };
 
- private:
   void prepare_species(Stream stream, const int* species, long long num_senders, int num_species);
   void gemm_forward(const GenericKernels& gk, const unsigned char* z, unsigned char* t,
                     long long slots, const void* w4, Stream stream) const;
